@@ -1,0 +1,224 @@
+"""Study configuration: YAML plus ``key.path=value`` overrides, validated before anything starts.
+
+Every model forbids unknown keys. Pluggable sections (``scheduler``, ``proposer``, ``suite``) name an
+implementation by registry name; the remaining keys are validated by that implementation's ``Config``
+model. Every error names the dotted key path and, where it is a choice, the allowed values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from metasearch.errors import ConfigError
+from metasearch.manifest import format_validation_error
+from metasearch.registry import PROPOSERS, SCHEDULERS, SUITES, Registry
+from metasearch.types import Budget
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PluginSection(BaseModel):
+    """``{name: <registry name>, **options}``; options are checked against the plugin's Config."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+
+    def options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class StudySection(_Strict):
+    name: str = Field("study", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    seed: int = 0
+    workers: int = Field(2, ge=1, le=1024)
+    seeds: list[str] = Field(default_factory=lambda: ["trainer"], min_length=1)
+    """Seed agent designs: folder names under ``seeds/`` or paths to folders holding an agent.toml."""
+    seed_evaluations: Literal["all", "none"] = "all"
+    """``all``: evaluate every seed on every task first (outside the budget), as HGM does."""
+    heartbeat_s: float = Field(5.0, gt=0)
+
+
+class BudgetSection(_Strict):
+    evaluations: int | None = Field(100, ge=1)
+    expansions: int | None = Field(None, ge=1)
+    wall_time_s: float | None = Field(None, gt=0)
+    tokens: int | None = Field(None, ge=1)
+    cost_usd: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> BudgetSection:
+        if self.evaluations is None and self.wall_time_s is None:
+            raise ValueError("set at least one of evaluations or wall_time_s, or the study never ends")
+        return self
+
+    def to_budget(self) -> Budget:
+        return Budget(**self.model_dump())
+
+
+class SandboxSection(_Strict):
+    name: Literal["auto", "docker", "local"] = "auto"
+    image: str | None = None
+    """Docker image tag; default: the image ``metasearch images build`` makes."""
+    cpus: float = Field(1.0, gt=0)
+    memory_mb: int = Field(2048, ge=64)
+    pids: int = Field(256, ge=16)
+    output_bytes: int = Field(1_000_000, ge=1024)
+    tmp_mb: int = Field(512, ge=16)
+    gpus: Literal["none", "all"] | list[str] = "none"
+    gpu_share: int = Field(1, ge=1)
+
+
+class ServeSection(_Strict):
+    model: str
+    tensor_parallel_size: int = Field(1, ge=1)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    max_model_len: int | None = Field(None, ge=1)
+    port: int = Field(0, ge=0, le=65535)
+    extra_args: list[str] = Field(default_factory=list)
+    gpus: list[str] = Field(default_factory=lambda: ["0"])
+    startup_timeout_s: float = Field(600, gt=0)
+
+
+class LLMSection(_Strict):
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"
+    serve: ServeSection | None = None
+    max_tokens_per_job: int | None = Field(None, ge=1)
+
+
+class MLflowSection(_Strict):
+    enabled: bool = True
+    tracking_uri: str | None = None
+    """Default: a SQLite store ``mlflow.db`` in the study directory."""
+
+
+class TrackingSection(_Strict):
+    mlflow: MLflowSection = Field(default_factory=MLflowSection)
+
+
+class Config(_Strict):
+    study: StudySection = Field(default_factory=StudySection)
+    budget: BudgetSection = Field(default_factory=BudgetSection)
+    scheduler: PluginSection = Field(default_factory=lambda: PluginSection(name="hgm"))
+    proposer: PluginSection = Field(default_factory=lambda: PluginSection(name="knobs"))
+    suite: PluginSection = Field(default_factory=lambda: PluginSection(name="training"))
+    sandbox: SandboxSection = Field(default_factory=SandboxSection)
+    llm: LLMSection = Field(default_factory=LLMSection)
+    tracking: TrackingSection = Field(default_factory=TrackingSection)
+    archive_dir: str = "archive"
+
+
+PLUGIN_SECTIONS: dict[str, Registry] = {"scheduler": SCHEDULERS, "proposer": PROPOSERS, "suite": SUITES}
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """A resolved pluggable section: the class and its validated config."""
+
+    cls: Any
+    config: BaseModel
+
+    def create(self, **kwargs: Any) -> Any:
+        return self.cls(self.config, **kwargs)
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    config: Config
+    plugins: Mapping[str, Plugin]
+
+    def to_yaml(self) -> str:
+        return dump_yaml(self.config)
+
+
+def dump_yaml(config: Config) -> str:
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
+def parse_overrides(overrides: Sequence[str]) -> list[tuple[list[str], Any]]:
+    """``scheduler.alpha=0.5`` -> ``(["scheduler", "alpha"], 0.5)``; values are parsed as YAML scalars."""
+    parsed = []
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r}: expected key.path=value")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"override {key}: cannot parse value {raw!r}: {exc}") from exc
+        parsed.append((key.strip().split("."), value))
+    return parsed
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    for path, value in parse_overrides(overrides):
+        node = data
+        for i, part in enumerate(path[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {'.'.join(path)}: {'.'.join(path[: i + 1])} is not a section")
+            node = child
+        node[path[-1]] = value
+    return data
+
+
+def load_config_data(data: Mapping[str, Any], overrides: Sequence[str] = ()) -> ResolvedConfig:
+    """Validate a config mapping (after overrides) and resolve its plugins. Raises ConfigError."""
+    merged = apply_overrides(_deepcopy(dict(data)), overrides)
+    try:
+        config = Config.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError("invalid configuration\n" + format_validation_error(exc)) from exc
+    problems: list[str] = []
+    plugins: dict[str, Plugin] = {}
+    for section, registry in PLUGIN_SECTIONS.items():
+        spec: PluginSection = getattr(config, section)
+        try:
+            cls = registry.resolve(spec.name)
+        except ConfigError as exc:
+            problems.append(str(exc))
+            continue
+        model = getattr(cls, "Config", None)
+        if model is None:
+            problems.append(f"{section}.name: {spec.name!r} has no Config model")
+            continue
+        try:
+            plugins[section] = Plugin(cls, model.model_validate(spec.options()))
+        except ValidationError as exc:
+            problems.append(format_validation_error(exc, prefix=section))
+    if problems:
+        raise ConfigError("invalid configuration\n" + "\n".join(problems))
+    return ResolvedConfig(config, plugins)
+
+
+def load_config(path: Path | str, overrides: Sequence[str] = ()) -> ResolvedConfig:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    try:
+        return load_config_data(data, overrides)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+def _deepcopy(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _deepcopy(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_deepcopy(v) for v in data]
+    return data

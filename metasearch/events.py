@@ -1,0 +1,90 @@
+"""Events a study emits to its callbacks, and the outcomes a job returns to the study."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from metasearch.types import Agent, Evaluation, Expand, Job, Proposal
+
+if TYPE_CHECKING:
+    from metasearch.study import Study
+
+
+# -- outcomes: what running a job produced (returned by the runner, consumed by Study.tell) --------
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    evaluation: Evaluation
+
+
+@dataclass(frozen=True)
+class Expanded:
+    """The child is already committed to the archive (the runner does it while the workspace exists)."""
+
+    agent: Agent
+    proposal: Proposal | None = None
+
+
+@dataclass(frozen=True)
+class ExpansionRejected:
+    """The proposer failed or the gate refused the child: a failed expansion, recorded with its reason."""
+
+    reason: str
+    diff: str = ""
+    proposal: Proposal | None = None
+
+
+@dataclass(frozen=True)
+class InfraFailure:
+    """Not the candidate's fault: the job is abandoned and its work returns to the queue."""
+
+    reason: str
+    retryable: bool = True
+
+
+Outcome = Evaluated | Expanded | ExpansionRejected | InfraFailure
+
+
+# -- events: what callbacks see -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobStarted:
+    job: Job
+
+
+@dataclass(frozen=True)
+class AgentAdded:
+    agent: Agent
+    proposal: Proposal | None = None
+
+
+@dataclass(frozen=True)
+class EvaluationRecorded:
+    evaluation: Evaluation
+
+
+@dataclass(frozen=True)
+class ExpansionFailed:
+    job: Expand
+    reason: str
+
+
+@dataclass(frozen=True)
+class JobAbandoned:
+    job: Job
+    reason: str
+
+
+@dataclass(frozen=True)
+class StudyFinished:
+    reason: str
+    summary: dict[str, Any]
+
+
+Event = JobStarted | AgentAdded | EvaluationRecorded | ExpansionFailed | JobAbandoned | StudyFinished
+
+Callback = Callable[["Study", Event], None]

@@ -1,0 +1,135 @@
+"""Build a runnable study from a config: archive, seeds, sandbox, suite, proposer, scheduler, callbacks.
+
+``create`` makes a new study directory (freezing the resolved config into it); ``reopen`` rebuilds the same
+pieces from that frozen config, which is all ``metasearch resume`` needs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import metasearch
+from metasearch.archive import GitArchive
+from metasearch.config import ResolvedConfig, load_config_data
+from metasearch.errors import ConfigError
+from metasearch.events import Callback
+from metasearch.manifest import load_manifest
+from metasearch.proposers.base import Proposer
+from metasearch.runner import Runner
+from metasearch.sandboxes.auto import make_sandbox
+from metasearch.sandboxes.protocol import Limits, Sandbox
+from metasearch.study import Study
+from metasearch.suites.protocol import Suite
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Launched:
+    """Everything a run needs, with the resources that must be closed."""
+
+    resolved: ResolvedConfig
+    archive: GitArchive
+    study: Study
+    runner: Runner
+    sandbox: Sandbox
+    suite: Suite
+
+    def close(self) -> None:
+        sweep = getattr(self.sandbox, "sweep", None)
+        if callable(sweep):
+            sweep(self.archive.study)
+        self.archive.close()
+
+
+def resolve_seed(name: str) -> Path:
+    """A seed is a folder holding an agent.toml: a path, ``seeds/<name>`` here, or in the source checkout."""
+    candidates = [Path(name), Path.cwd() / "seeds" / name, Path(metasearch.__file__).resolve().parents[1] / "seeds" / name]
+    for path in candidates:
+        if (path / "agent.toml").is_file():
+            return path.resolve()
+    raise ConfigError(f"study.seeds: no seed agent {name!r} (looked in {', '.join(str(c) for c in candidates)})")
+
+
+def study_dir_for(resolved: ResolvedConfig, archive_dir: str | None, study: str | None) -> Path:
+    return Path(archive_dir or resolved.config.archive_dir) / (study or resolved.config.study.name)
+
+
+def preflight(resolved: ResolvedConfig) -> list[Path]:
+    """Checks that need no side effects: the seeds exist and their manifests parse."""
+    seeds = [resolve_seed(s) for s in resolved.config.study.seeds]
+    for path in seeds:
+        load_manifest(path)
+    return seeds
+
+
+def create(resolved: ResolvedConfig, study_dir: Path, *, callbacks: Sequence[Callback] = ()) -> Launched:
+    seeds = preflight(resolved)
+    archive = GitArchive.create(study_dir, study=study_dir.name, config_text=resolved.to_yaml())
+    try:
+        for path in seeds:
+            archive.add_seed(load_manifest(path).name, path, job_id=f"seed-{path.name}", meta={"source": str(path)})
+        return _assemble(resolved, archive, callbacks)
+    except BaseException:
+        archive.close()
+        raise
+
+
+def reopen(study_dir: Path, overrides: Sequence[str] = (), *, callbacks: Sequence[Callback] = ()) -> Launched:
+    config_path = study_dir / "config.yaml"
+    if not config_path.is_file():
+        raise ConfigError(f"{study_dir}: not a study directory (no config.yaml)")
+    data: dict[str, Any] = yaml.safe_load(config_path.read_text()) or {}
+    resolved = load_config_data(data, overrides)
+    archive = GitArchive.open(study_dir)
+    try:
+        return _assemble(resolved, archive, callbacks)
+    except BaseException:
+        archive.close()
+        raise
+
+
+def _assemble(resolved: ResolvedConfig, archive: GitArchive, callbacks: Sequence[Callback]) -> Launched:
+    cfg = resolved.config
+    suite: Suite = resolved.plugins["suite"].create()
+    tasks = {t.id: t for t in suite.tasks()}
+    if not tasks:
+        raise ConfigError(f"suite: {suite.name!r} lists no tasks for this configuration")
+    sandbox = make_sandbox(cfg.sandbox, study=archive.study)
+    sweep = getattr(sandbox, "sweep", None)
+    if callable(sweep):
+        sweep(archive.study)
+    proposer: Proposer = resolved.plugins["proposer"].create(study_dir=archive.root, llm=cfg.llm)
+    scheduler = resolved.plugins["scheduler"].create()
+    limits = Limits(
+        cpus=cfg.sandbox.cpus,
+        memory_mb=cfg.sandbox.memory_mb,
+        pids=cfg.sandbox.pids,
+        output_bytes=cfg.sandbox.output_bytes,
+        tmp_mb=cfg.sandbox.tmp_mb,
+    )
+    runner = Runner(
+        archive=archive,
+        suite=suite,
+        sandbox=sandbox,
+        proposer=proposer,
+        proposer_name=cfg.proposer.name,
+        tasks=tasks,
+        limits=limits,
+    )
+    study = Study(
+        archive,
+        scheduler,
+        tasks=list(tasks),
+        budget=cfg.budget.to_budget(),
+        seed=cfg.study.seed,
+        seed_evaluations=cfg.study.seed_evaluations == "all",
+        callbacks=callbacks,
+    )
+    return Launched(resolved, archive, study, runner, sandbox, suite)

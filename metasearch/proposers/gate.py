@@ -1,0 +1,95 @@
+"""The admission gate: the checks a proposed child must pass before it enters the tree.
+
+In order: the diff is non-empty and within size limits; it touches no protected path (the parent's
+manifest declares them; ``agent.toml``'s identity and grader files are always protected); the child's
+manifest still parses; the child's own smoke check passes in a sandbox. The first failing check is the
+rejection reason, recorded as a failed expansion with the diff kept in the logs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from metasearch.errors import ConfigError
+from metasearch.manifest import Manifest, load_manifest
+from metasearch.sandboxes.protocol import Limits, Mount, RunSpec, Sandbox
+
+ALWAYS_PROTECTED = ("grader/**", ".grader/**", "**/hidden/**", ".git/**")
+_DIFF_PATH = re.compile(r"^diff --git a/(.+?) b/(.+?)$", re.MULTILINE)
+
+
+class GateConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_diff_bytes: int = Field(200_000, ge=1)
+    max_files_changed: int = Field(50, ge=1)
+    smoke: bool = True
+    smoke_timeout_s: float = Field(300, gt=0)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    admitted: bool
+    reason: str = ""
+
+
+def changed_paths(diff: str) -> list[str]:
+    """Paths named by a git-style diff (both sides of renames)."""
+    paths: list[str] = []
+    for a, b in _DIFF_PATH.findall(diff):
+        paths.extend(p for p in (a, b) if p not in paths)
+    return paths
+
+
+def protected_hit(paths: list[str], patterns: tuple[str, ...] | list[str]) -> str | None:
+    for path in paths:
+        for pattern in patterns:
+            if fnmatch.fnmatch(path, pattern) or path == pattern.rstrip("/*"):
+                return f"{path} (protected by {pattern!r})"
+    return None
+
+
+def check(
+    diff: str,
+    workspace: Path,
+    parent_manifest: Manifest,
+    sandbox: Sandbox | None,
+    config: GateConfig,
+    labels: dict[str, str] | None = None,
+) -> Verdict:
+    """Decide whether the workspace (already edited) may become a child. Never raises for bad children."""
+    if not diff.strip():
+        return Verdict(False, "empty diff: the proposer changed nothing")
+    size = len(diff.encode())
+    if size > config.max_diff_bytes:
+        return Verdict(False, f"diff too large: {size} bytes > limit {config.max_diff_bytes}")
+    paths = changed_paths(diff)
+    if len(paths) > config.max_files_changed:
+        return Verdict(False, f"too many files changed: {len(paths)} > limit {config.max_files_changed}")
+    hit = protected_hit(paths, (*ALWAYS_PROTECTED, *parent_manifest.protected))
+    if hit:
+        return Verdict(False, f"edits a protected path: {hit}")
+    try:
+        child_manifest = load_manifest(workspace)
+    except ConfigError as exc:
+        return Verdict(False, f"manifest no longer valid: {exc}")
+    if child_manifest.name != parent_manifest.name:
+        return Verdict(False, f"manifest name changed from {parent_manifest.name!r} to {child_manifest.name!r}")
+    if config.smoke and child_manifest.entry.smoke and sandbox is not None:
+        spec = RunSpec(
+            command=child_manifest.command("smoke", agent_dir="/agent"),
+            mounts=(Mount(workspace, "/agent", read_only=True),),
+            workdir="/agent",
+            env={"PYTHONPATH": "/agent", "HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"},
+            limits=Limits(timeout_s=config.smoke_timeout_s),
+            labels=labels or {},
+        )
+        result = sandbox.run(spec)
+        if not result.ok:
+            tail = (result.stdout + result.stderr)[-1500:]
+            return Verdict(False, f"smoke check failed ({result.reason or 'exit ' + str(result.exit_code)}): {tail}")
+    return Verdict(True)

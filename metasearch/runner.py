@@ -1,0 +1,228 @@
+"""run_job: the one place that wires archive, sandbox, proposer and suite together for one job.
+
+Called on worker threads. Candidate failures come back as data (an Evaluation with ``error`` set, an
+ExpansionRejected); infrastructure faults come back as InfraFailure so the study re-queues the work.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from metasearch.archive import GitArchive
+from metasearch.errors import ConfigError, InfrastructureError
+from metasearch.events import Evaluated, Expanded, ExpansionRejected, InfraFailure, Outcome
+from metasearch.manifest import load_manifest
+from metasearch.proposers.base import ProposalContext, ProposalFailed, Proposer
+from metasearch.proposers.gate import GateConfig, check
+from metasearch.sandboxes.protocol import ExecResult, Limits, Mount, RunSpec, Sandbox
+from metasearch.suites.protocol import Suite, Task
+from metasearch.types import Agent, Evaluate, Evaluation, Expand, Job
+
+log = logging.getLogger(__name__)
+
+AGENT_MOUNT = "/agent"
+TASK_MOUNT = "/task"
+MAX_LOG_BYTES = 2_000_000
+MAX_ARTIFACT_COPY_BYTES = 5_000_000
+
+
+@dataclass
+class Runner:
+    """Runs jobs for one study. ``limits`` are the sandbox limits for agent runs (timeouts come from tasks)."""
+
+    archive: GitArchive
+    suite: Suite
+    sandbox: Sandbox
+    proposer: Proposer
+    proposer_name: str
+    tasks: dict[str, Task]
+    limits: Limits = field(default_factory=Limits)
+    gate: GateConfig = field(default_factory=GateConfig)
+
+    def __call__(self, job: Job) -> Outcome:
+        try:
+            if isinstance(job, Evaluate):
+                return self.evaluate(job)
+            return self.expand(job)
+        except InfrastructureError as exc:
+            log.warning("job %s: infrastructure error: %s", job.job_id, exc)
+            return InfraFailure(str(exc), retryable=exc.retryable)
+        except OSError as exc:  # disk full, permissions on the host: not the candidate's fault
+            log.warning("job %s: host error: %s", job.job_id, exc)
+            return InfraFailure(f"host error: {exc}")
+
+    def _labels(self, job: Job) -> dict[str, str]:
+        return {"metasearch.study": self.archive.study, "metasearch.job": job.job_id}
+
+    # -- evaluation -------------------------------------------------------------------------------
+
+    def evaluate(self, job: Evaluate) -> Outcome:
+        task = self.tasks[job.task_id]
+        log_dir = self.archive.log_dir(job.job_id)
+        started = time.monotonic()
+
+        def failed(reason: str) -> Evaluated:
+            return Evaluated(self._evaluation(job, 0.0, started, log_dir, error=reason))
+
+        with self.archive.checkout(job.agent_id) as agent_dir, tempfile.TemporaryDirectory(prefix="ms-task-") as tmp:
+            try:
+                manifest = load_manifest(agent_dir)
+            except ConfigError as exc:
+                return failed(f"invalid manifest: {exc}")
+            task_dir = Path(tmp) / "task"
+            task_dir.mkdir()
+            self.suite.prepare(task.id, task_dir)
+            _open_for_sandbox_user(task_dir)
+            spec = RunSpec(
+                command=manifest.command("solve", task_dir=TASK_MOUNT, agent_dir=AGENT_MOUNT),
+                mounts=(Mount(agent_dir, AGENT_MOUNT, read_only=True), Mount(task_dir, TASK_MOUNT, read_only=False)),
+                workdir=AGENT_MOUNT,
+                env=agent_env(),
+                limits=replace(self.limits, timeout_s=task.timeout_s),
+                labels=self._labels(job),
+            )
+            result = self.sandbox.run(spec)
+            _write_log(log_dir / "agent.log", result)
+            artifact = task_dir / self.suite.artifact_path
+            _keep_artifact(artifact, log_dir / "artifact")
+            if not result.ok:
+                return failed(f"agent run failed: {result.reason or f'exit code {result.exit_code}'}")
+            graded = self.suite.grade(task.id, artifact, self.sandbox)
+        return Evaluated(
+            self._evaluation(
+                job, graded.score, started, log_dir, error=graded.error, metrics=dict(graded.metrics), flags=graded.flags
+            )
+        )
+
+    def _evaluation(
+        self,
+        job: Evaluate,
+        score: float,
+        started: float,
+        log_dir: Path,
+        *,
+        error: str | None = None,
+        metrics: dict[str, float] | None = None,
+        flags: tuple[str, ...] = (),
+    ) -> Evaluation:
+        return Evaluation(
+            job_id=job.job_id,
+            agent_id=job.agent_id,
+            task_id=job.task_id,
+            score=min(1.0, max(0.0, float(score))),
+            metrics=metrics or {},
+            flags=tuple(flags),
+            error=error,
+            duration_s=round(time.monotonic() - started, 3),
+            log_path=str(log_dir),
+            finished_at=time.time(),
+        )
+
+    # -- expansion --------------------------------------------------------------------------------
+
+    def expand(self, job: Expand) -> Outcome:
+        parent = self.archive.get(job.parent_id)
+        log_dir = self.archive.log_dir(job.job_id)
+        with self.archive.checkout(parent.id) as workspace:
+            try:
+                parent_manifest = load_manifest(workspace)
+            except ConfigError as exc:
+                return ExpansionRejected(f"parent manifest invalid: {exc}")
+            context = self._context(job, parent, log_dir)
+            try:
+                proposal = self.proposer.propose(parent, workspace, context)
+            except (ProposalFailed, ConfigError) as exc:
+                return ExpansionRejected(f"proposer failed: {exc}")
+            diff = self.archive.workspace_diff(workspace)
+            (log_dir / "proposal.diff").write_text(diff)
+            verdict = check(diff, workspace, parent_manifest, self.sandbox, self.gate, self._labels(job))
+            proposal = replace(proposal, diff=diff)
+            if proposal.tokens or proposal.cost_usd:
+                self.archive.add_usage(job.job_id, proposal.tokens, proposal.cost_usd)
+            if not verdict.admitted:
+                return ExpansionRejected(verdict.reason, diff, proposal)
+            meta = {
+                **proposal.meta,
+                "job_id": job.job_id,
+                "proposer": self.proposer_name,
+                "summary": proposal.summary,
+                "rationale": proposal.rationale,
+                "tokens": proposal.tokens,
+                "cost_usd": proposal.cost_usd,
+                "transcript_path": proposal.transcript_path,
+            }
+            agent = self.archive.add_child(parent.id, workspace, job_id=job.job_id, meta=meta)
+        return Expanded(agent, proposal)
+
+    def _context(self, job: Expand, parent: Agent, log_dir: Path) -> ProposalContext:
+        index = self.archive.index
+        agents = dict(index.agents)
+        evaluations = list(index.evaluations.values())
+        lineage: list[Agent] = []
+        cursor = parent.parent_id
+        while cursor is not None:
+            lineage.insert(0, agents[cursor])
+            cursor = agents[cursor].parent_id
+        means: dict[str, list[float]] = {}
+        for ev in evaluations:
+            means.setdefault(ev.agent_id, []).append(ev.score)
+        return ProposalContext(
+            job_id=job.job_id,
+            study_dir=self.archive.root,
+            log_dir=log_dir,
+            sandbox=self.sandbox,
+            suite_description=self.suite.description,
+            parent_evaluations=[ev for ev in evaluations if ev.agent_id == parent.id],
+            lineage=lineage,
+            lineage_scores={a: sum(s) / len(s) for a, s in means.items() if s},
+            agents=agents,
+            evaluations=evaluations,
+            extra={"failed_job_ids": [f.get("job_id") for f in list(index.failed_expansions)]},
+        )
+
+
+def agent_env() -> dict[str, str]:
+    """Environment of an agent run: no secrets, caches under the writable /tmp."""
+    return {
+        "PYTHONPATH": AGENT_MOUNT,
+        "METASEARCH_TASK_DIR": TASK_MOUNT,
+        "HOME": "/tmp",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "OMP_NUM_THREADS": "1",
+        "MPLCONFIGDIR": "/tmp",
+    }
+
+
+def _open_for_sandbox_user(task_dir: Path) -> None:
+    # The sandbox runs as an unprivileged uid; the task directory is its only writable place.
+    for root, dirs, _files in os.walk(task_dir):
+        for d in dirs:
+            os.chmod(Path(root) / d, 0o777)
+    os.chmod(task_dir, 0o777)
+
+
+def _write_log(path: Path, result: ExecResult) -> None:
+    text = (
+        f"# exit_code={result.exit_code} duration_s={result.duration_s:.2f} timed_out={result.timed_out} "
+        f"oom_killed={result.oom_killed} truncated={result.truncated} reason={result.reason}\n"
+        f"## stdout\n{result.stdout[-MAX_LOG_BYTES:]}\n## stderr\n{result.stderr[-MAX_LOG_BYTES:]}\n"
+    )
+    path.write_text(text)
+
+
+def _keep_artifact(artifact: Path, dest: Path) -> None:
+    if not artifact.exists():
+        return
+    files = [p for p in artifact.rglob("*") if p.is_file()] if artifact.is_dir() else [artifact]
+    if sum(p.stat().st_size for p in files) > MAX_ARTIFACT_COPY_BYTES:
+        return
+    if artifact.is_dir():
+        shutil.copytree(artifact, dest, dirs_exist_ok=True, symlinks=True)
+    else:
+        shutil.copy2(artifact, dest)
