@@ -35,7 +35,7 @@ Overrides = Annotated[list[str] | None, typer.Option("-o", "--override", help="k
 
 
 def _fail(exc: BaseException, code: int = 2) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+    console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -95,6 +95,18 @@ class LLMSection(_Strict):
     max_tokens_per_job: int | None = Field(None, ge=1)
 
 
+class ExecutorSection(_Strict):
+    """Where jobs run: worker threads on this machine, or Ray tasks on a cluster."""
+
+    name: Literal["threads", "ray"] = "threads"
+    address: str | None = None
+    """Ray cluster address (``auto`` to join a running cluster; ``None`` starts a local one)."""
+    num_cpus: float = Field(1.0, gt=0)
+    num_gpus: float = Field(0.0, ge=0)
+    wait_timeout_s: float = Field(600.0, gt=0)
+    """Every Ray wait has this timeout, so a request the cluster cannot satisfy fails instead of hanging."""
+
+
 class MLflowSection(_Strict):
     enabled: bool = True
     tracking_uri: str | None = None
@@ -112,6 +124,7 @@ class Config(_Strict):
     proposer: PluginSection = Field(default_factory=lambda: PluginSection(name="knobs"))
     suite: PluginSection = Field(default_factory=lambda: PluginSection(name="training"))
     sandbox: SandboxSection = Field(default_factory=SandboxSection)
+    executor: ExecutorSection = Field(default_factory=ExecutorSection)
     llm: LLMSection = Field(default_factory=LLMSection)
     tracking: TrackingSection = Field(default_factory=TrackingSection)
     archive_dir: str = "archive"

@@ -148,9 +148,9 @@ class Runner:
             if not verdict.admitted:
                 return ExpansionRejected(verdict.reason, diff, proposal)
             meta = {
+                "proposer": self.proposer_name,
                 **proposal.meta,
                 "job_id": job.job_id,
-                "proposer": self.proposer_name,
                 "summary": proposal.summary,
                 "rationale": proposal.rationale,
                 "tokens": proposal.tokens,
@@ -183,7 +183,10 @@ class Runner:
             lineage_scores={a: sum(s) / len(s) for a, s in means.items() if s},
             agents=agents,
             evaluations=evaluations,
-            extra={"failed_job_ids": [f.get("job_id") for f in list(index.failed_expansions)]},
+            extra={
+                "failed_job_ids": [f.get("job_id") for f in list(index.failed_expansions)],
+                "task_statements": {t.id: t.statement for t in self.tasks.values()},
+            },
         )
 
 

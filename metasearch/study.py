@@ -87,6 +87,8 @@ class Study:
         self._started = time.monotonic()
         self._infra_streak = 0
         self.stop_reason: str | None = None
+        self._counted_evaluations = 0  # finished, budget-counting (seeds' initial evaluations are free)
+        self._finished_expansions = 0  # admitted children + failed expansions
         self._replay()
 
     # -- state ------------------------------------------------------------------------------------
@@ -98,24 +100,26 @@ class Study:
                 f"{self.archive.root}: {len(index.open_jobs)} job(s) are still running in another live "
                 "process; stop it first (or wait for its lease to expire)"
             )
+        self._seed_ids = [a.id for a in index.agents.values() if a.parent_id is None]
         for agent in index.agents.values():
             self.tree.add_agent(agent.id, agent.parent_id)
+            self._finished_expansions += agent.parent_id is not None
         for ev in index.evaluations.values():
             self.tree.add_result(ev.agent_id, ev.task_id, ev.score)
+            self._counted_evaluations += not self._is_free(ev.agent_id)
         for failure in index.failed_expansions:
             self.tree.expansion_started(failure["parent_id"])
             self.tree.expansion_finished(failure["parent_id"], failed=True)
+            self._finished_expansions += 1
 
     def usage(self) -> Usage:
         """Budget-counting work: seeds' initial evaluations are free, as in HGM."""
         with self._lock:
             index = self.archive.index
-            evals = sum(1 for ev in index.evaluations.values() if not self._is_free(ev.agent_id))
-            evals += sum(
+            evals = self._counted_evaluations + sum(
                 1 for j in self._in_flight.values() if isinstance(j, Evaluate) and not self._is_free(j.agent_id)
             )
-            expansions = len(index.failed_expansions) + sum(1 for a in index.agents.values() if a.parent_id)
-            expansions += sum(1 for j in self._in_flight.values() if isinstance(j, Expand))
+            expansions = self._finished_expansions + sum(1 for j in self._in_flight.values() if isinstance(j, Expand))
             return Usage(
                 evaluations=evals,
                 expansions=expansions,
@@ -172,12 +176,10 @@ class Study:
     def _next_seed_evaluation(self) -> Evaluate | None:
         if not self.seed_evaluations:
             return None
-        for agent in self.archive.index.agents.values():
-            if agent.parent_id is not None:
-                continue
-            unseen = self.tree.unseen_tasks(agent.id, self.tasks)
+        for seed_id in self._seed_ids:
+            unseen = self.tree.unseen_tasks(seed_id, self.tasks)
             if unseen:
-                return Evaluate(agent_id=agent.id, task_id=unseen[0])
+                return Evaluate(agent_id=seed_id, task_id=unseen[0])
         return None
 
     def _reserve(self, job: Job) -> None:
@@ -216,14 +218,17 @@ class Study:
             ev = replace(outcome.evaluation, job_id=job.job_id, agent_id=job.agent_id, task_id=job.task_id)
             self.archive.record(ev)
             self.tree.add_result(ev.agent_id, ev.task_id, ev.score)
+            self._counted_evaluations += not self._is_free(ev.agent_id)
             return EvaluationRecorded(ev)
         if isinstance(job, Expand) and isinstance(outcome, Expanded):
             self.tree.expansion_finished(job.parent_id, failed=False)
             self.tree.add_agent(outcome.agent.id, outcome.agent.parent_id)
+            self._finished_expansions += 1
             return AgentAdded(outcome.agent, outcome.proposal)
         if isinstance(job, Expand) and isinstance(outcome, ExpansionRejected):
             self.archive.fail_expansion(job, outcome.reason, outcome.diff)
             self.tree.expansion_finished(job.parent_id, failed=True)
+            self._finished_expansions += 1
             return ExpansionFailed(job, outcome.reason)
         raise MetasearchError(f"outcome {type(outcome).__name__} does not fit job {job.kind}")
 

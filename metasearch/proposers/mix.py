@@ -1,0 +1,66 @@
+"""``mix``: pick one of several proposers per expansion, by weight (``{llm: 0.8, knobs: 0.2}``).
+
+The pick is a deterministic function of the job id, so a resumed study makes the same choices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from metasearch.proposers.base import ProposalContext, Proposer
+from metasearch.types import Agent, Proposal
+
+
+class MixProposer:
+    class Config(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        weights: dict[str, float] = Field(default_factory=lambda: {"llm": 0.8, "knobs": 0.2})
+        options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+        """Per-proposer options, e.g. ``{llm: {mode: tools}}``."""
+
+        @field_validator("weights")
+        @classmethod
+        def _weights(cls, value: dict[str, float]) -> dict[str, float]:
+            from metasearch.registry import PROPOSERS
+
+            if not value or any(w < 0 for w in value.values()) or sum(value.values()) <= 0:
+                raise ValueError("weights must be non-negative with a positive sum")
+            unknown = sorted(set(value) - (set(PROPOSERS.names()) - {"mix"}))
+            if unknown:
+                raise ValueError(f"unknown proposer(s) {unknown}; allowed: {sorted(set(PROPOSERS.names()) - {'mix'})}")
+            return value
+
+    def __init__(self, config: Config, **context: Any) -> None:
+        from metasearch.registry import PROPOSERS
+
+        self.config = config
+        self.members: dict[str, Proposer] = {}
+        for name in sorted(config.weights):
+            cls = PROPOSERS.resolve(name)
+            self.members[name] = cls(cls.Config.model_validate(config.options.get(name, {})), **context)
+
+    def choose(self, job_id: str) -> str:
+        total = sum(self.config.weights.values())
+        u = int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:8], "big") / 2**64 * total
+        for name in sorted(self.config.weights):
+            u -= self.config.weights[name]
+            if u < 0:
+                return name
+        return sorted(self.config.weights)[-1]
+
+    def propose(self, parent: Agent, workspace: Path, context: ProposalContext) -> Proposal:
+        name = self.choose(context.job_id)
+        proposal = self.members[name].propose(parent, workspace, context)
+        return Proposal(
+            diff=proposal.diff,
+            summary=proposal.summary,
+            rationale=proposal.rationale,
+            tokens=proposal.tokens,
+            cost_usd=proposal.cost_usd,
+            transcript_path=proposal.transcript_path,
+            meta={**proposal.meta, "proposer": name},
+        )

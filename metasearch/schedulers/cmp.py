@@ -1,0 +1,149 @@
+"""Clade statistics: the numbers clade-metaproductivity (CMP) schedulers decide on.
+
+For every agent: its own (successes, trials) — a score in [0, 1] counts as that fraction of a success —
+and the same sums over its clade (the agent and all its descendants), kept current incrementally by
+walking the ancestor path once per result (O(depth)), never by re-walking the tree. Also: evaluations in
+flight, expansions in flight, failed expansions, children, and which tasks each agent has been given.
+
+Arrays are numpy and grow by doubling, so schedulers can sample over all agents in one vectorised call.
+Not thread-safe by itself: the Study serialises mutations and decisions under one lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+class SearchTree:
+    def __init__(self, capacity: int = 64) -> None:
+        self.ids: list[str] = []
+        self.index: dict[str, int] = {}
+        self.children: list[list[int]] = []
+        self.seen: list[set[str]] = []
+        self._cap = 0
+        self._grow(capacity)
+
+    def _grow(self, capacity: int) -> None:
+        def grown(old: np.ndarray | None, dtype: type, fill: float = 0) -> np.ndarray:
+            new = np.full(capacity, fill, dtype=dtype)
+            if old is not None:
+                new[: len(old)] = old
+            return new
+
+        first = self._cap == 0
+        self.parent = grown(None if first else self.parent, np.int64, -1)
+        self.depth = grown(None if first else self.depth, np.int64)
+        self.own_s = grown(None if first else self.own_s, np.float64)
+        self.own_n = grown(None if first else self.own_n, np.float64)
+        self.clade_s = grown(None if first else self.clade_s, np.float64)
+        self.clade_n = grown(None if first else self.clade_n, np.float64)
+        self.pending_evals = grown(None if first else self.pending_evals, np.int64)
+        self.pending_expansions = grown(None if first else self.pending_expansions, np.int64)
+        self.failed = grown(None if first else self.failed, np.int64)
+        self.n_children = grown(None if first else self.n_children, np.int64)
+        self.n_seen = grown(None if first else self.n_seen, np.int64)
+        self._cap = capacity
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __contains__(self, agent_id: object) -> bool:
+        return agent_id in self.index
+
+    # -- mutations ---------------------------------------------------------------------------------
+
+    def add_agent(self, agent_id: str, parent_id: str | None) -> None:
+        if agent_id in self.index:
+            raise ValueError(f"agent {agent_id!r} is already in the tree")
+        n = len(self.ids)
+        if n == self._cap:
+            self._grow(2 * self._cap)
+        p = -1 if parent_id is None else self.index[parent_id]
+        self.ids.append(agent_id)
+        self.index[agent_id] = n
+        self.children.append([])
+        self.seen.append(set())
+        self.parent[n] = p
+        self.depth[n] = 0 if p < 0 else self.depth[p] + 1
+        if p >= 0:
+            self.children[p].append(n)
+            self.n_children[p] += 1
+
+    def reserve(self, agent_id: str, task_id: str) -> None:
+        """An evaluation was dispatched: the pair is taken and visible as pending."""
+        i = self.index[agent_id]
+        if task_id in self.seen[i]:
+            raise ValueError(f"({agent_id}, {task_id}) was already dispatched")
+        self.seen[i].add(task_id)
+        self.n_seen[i] += 1
+        self.pending_evals[i] += 1
+
+    def release(self, agent_id: str, task_id: str) -> None:
+        """An evaluation was abandoned (infrastructure fault): the pair goes back to the queue."""
+        i = self.index[agent_id]
+        if task_id in self.seen[i]:
+            self.seen[i].discard(task_id)
+            self.n_seen[i] -= 1
+            self.pending_evals[i] -= 1
+
+    def add_result(self, agent_id: str, task_id: str, score: float) -> None:
+        """A finished evaluation (of a reserved pair, or replayed from the journal)."""
+        if not 0.0 <= score <= 1.0:
+            raise ValueError(f"score must lie in [0, 1], got {score}")
+        i = self.index[agent_id]
+        if task_id in self.seen[i]:
+            self.pending_evals[i] -= 1
+        else:
+            self.seen[i].add(task_id)
+            self.n_seen[i] += 1
+        self.own_s[i] += score
+        self.own_n[i] += 1
+        j = i
+        while j >= 0:
+            self.clade_s[j] += score
+            self.clade_n[j] += 1
+            j = int(self.parent[j])
+
+    def expansion_started(self, parent_id: str) -> None:
+        self.pending_expansions[self.index[parent_id]] += 1
+
+    def expansion_finished(self, parent_id: str, *, failed: bool) -> None:
+        i = self.index[parent_id]
+        self.pending_expansions[i] -= 1
+        if failed:
+            self.failed[i] += 1
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def own(self, agent_id: str) -> tuple[float, int]:
+        i = self.index[agent_id]
+        return float(self.own_s[i]), int(self.own_n[i])
+
+    def clade(self, agent_id: str) -> tuple[float, int]:
+        i = self.index[agent_id]
+        return float(self.clade_s[i]), int(self.clade_n[i])
+
+    def failed_expansions(self, agent_id: str) -> int:
+        return int(self.failed[self.index[agent_id]])
+
+    def pending(self, agent_id: str) -> int:
+        return int(self.pending_evals[self.index[agent_id]])
+
+    def child_ids(self, agent_id: str) -> list[str]:
+        return [self.ids[c] for c in self.children[self.index[agent_id]]]
+
+    def unseen_tasks(self, agent_id: str, tasks: Sequence[str]) -> list[str]:
+        seen = self.seen[self.index[agent_id]]
+        return [t for t in tasks if t not in seen]
+
+    def roots(self) -> list[int]:
+        return [i for i in range(len(self.ids)) if self.parent[i] < 0]
+
+    def view(self, name: str) -> np.ndarray:
+        """A read-only view of one statistic over the agents that exist (no copy)."""
+        arr: np.ndarray = getattr(self, name)[: len(self.ids)]
+        view = arr.view()
+        view.flags.writeable = False
+        return view

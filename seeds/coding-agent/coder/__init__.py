@@ -1,0 +1,1 @@
+"""A small tool-loop coding agent. Reads the task, runs shell commands, edits files, submits."""

@@ -1,0 +1,37 @@
+import io
+import tempfile
+import unittest
+from pathlib import Path
+
+from coder.loop import episode
+from coder.solve import read_statement
+
+
+class LoopTest(unittest.TestCase):
+    def test_runs_commands_until_submit(self):
+        replies = iter(["Look first.\n```bash\necho hi > out.txt\n```", "SUBMIT\nwrote out.txt"])
+        seen = []
+
+        def chat(messages, temperature=0.0):
+            seen.append(messages[-1]["content"])
+            return next(replies)
+
+        with tempfile.TemporaryDirectory() as tmp:
+            summary = episode("task", Path(tmp), {"max_steps": 5}, chat, log=io.StringIO())
+            self.assertEqual((Path(tmp) / "out.txt").read_text(), "hi\n")
+        self.assertEqual(summary, "wrote out.txt")
+        self.assertIn("exit code 0", seen[-1])
+
+    def test_format_errors_are_reported_and_steps_bounded(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            summary = episode("task", Path(tmp), {"max_steps": 2}, lambda m, temperature=0.0: "no block", log=io.StringIO())
+        self.assertIsNone(summary)
+
+    def test_statement_files(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "TASK.md").write_text("do it")
+            self.assertEqual(read_statement(Path(tmp)), "do it")
+
+
+if __name__ == "__main__":
+    unittest.main()

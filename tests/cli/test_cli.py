@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "metasearch.cli"]
+
+
+def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_help_lists_every_subcommand() -> None:
+    result = _run("--help")
+    assert result.returncode == 0, result.stderr
+    for name in ("run", "resume", "status", "tree", "best", "promote", "ui", "bench", "images", "export"):
+        assert f" {name} " in result.stdout, name
+
+
+def test_misspelled_key_fails_naming_it(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("study:\n  name: x\n  wrokers: 2\n")
+    result = _run("run", str(config), "--archive-dir", str(tmp_path / "archive"))
+    assert result.returncode == 2
+    assert "study.wrokers" in result.stderr
+    assert not (tmp_path / "archive").exists(), "nothing may start before the config is valid"
+
+
+def test_bad_override_fails_naming_it(tmp_path: Path) -> None:
+    config = tmp_path / "ok.yaml"
+    config.write_text("study:\n  name: x\n")
+    result = _run("run", str(config), "-o", "scheduler.name=hgmm", "--archive-dir", str(tmp_path / "a"))
+    assert result.returncode == 2
+    assert "scheduler.name" in result.stderr and "allowed:" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["status", "best", "tree"])
+def test_read_commands_reject_a_non_study(tmp_path: Path, command: str) -> None:
+    result = _run(command, str(tmp_path))
+    assert result.returncode == 2
+    assert "not a study directory" in result.stderr

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from metasearch.proposers.base import ProposalContext, ProposalFailed
+from metasearch.proposers.knobs import OPTUNA_STUDY, TRIAL_META, KnobsProposer
+from metasearch.types import Agent, Evaluation
+
+MANIFEST = """
+name = "demo"
+[entry]
+solve = ["python3", "solve.py"]
+[knobs]
+file = "knobs.json"
+[knobs.params.lr]
+type = "float"
+low = 0.0001
+high = 1.0
+log = true
+[knobs.params.width]
+type = "int"
+low = 4
+high = 64
+[knobs.params.opt]
+type = "categorical"
+choices = ["sgd", "adam"]
+"""
+
+PARENT = Agent(id="a00000", parent_id=None, commit="0" * 40, branch="agents/a00000", created_at=0.0)
+
+
+def _workspace(tmp_path: Path, name: str) -> Path:
+    ws = tmp_path / name
+    ws.mkdir()
+    (ws / "agent.toml").write_text(MANIFEST)
+    (ws / "knobs.json").write_text(json.dumps({"lr": 0.01, "width": 8, "opt": "sgd", "other": 1}))
+    return ws
+
+
+def _context(tmp_path: Path, job_id: str, **kw: Any) -> ProposalContext:
+    return ProposalContext(
+        job_id=job_id, study_dir=tmp_path, log_dir=tmp_path, sandbox=None, suite_description="", **kw  # type: ignore[arg-type]
+    )
+
+
+def test_writes_sampled_values_within_ranges(tmp_path: Path) -> None:
+    proposer = KnobsProposer(KnobsProposer.Config(), study_dir=tmp_path)
+    ws = _workspace(tmp_path, "ws")
+    proposal = proposer.propose(PARENT, ws, _context(tmp_path, "job-1"))
+    values = json.loads((ws / "knobs.json").read_text())
+    assert 1e-4 <= values["lr"] <= 1.0 and 4 <= values["width"] <= 64 and values["opt"] in ("sgd", "adam")
+    assert values["other"] == 1, "undeclared keys are kept"
+    assert proposal.meta[TRIAL_META] == 0
+    assert proposal.summary.startswith("knobs:")
+
+
+def test_tells_optuna_when_child_has_enough_evaluations(tmp_path: Path) -> None:
+    proposer = KnobsProposer(KnobsProposer.Config(min_evaluations=2), study_dir=tmp_path)
+    p1 = proposer.propose(PARENT, _workspace(tmp_path, "w1"), _context(tmp_path, "job-1"))
+    proposer.propose(PARENT, _workspace(tmp_path, "w2"), _context(tmp_path, "job-2"))
+    child = Agent("a00001", PARENT.id, "1" * 40, "agents/a00001", 0.0, meta={"job_id": "job-1", **p1.meta})
+    evals = [Evaluation(job_id=f"e{i}", agent_id=child.id, task_id=f"t{i}", score=s) for i, s in enumerate([0.5, 0.7])]
+    ctx = _context(tmp_path, "job-3", agents={child.id: child}, evaluations=evals, extra={"failed_job_ids": ["job-2"]})
+    proposer.propose(PARENT, _workspace(tmp_path, "w3"), ctx)
+    # the storage is Optuna's own journal file: reopen it independently
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "optuna.journal")))
+    trials = optuna.load_study(study_name=OPTUNA_STUDY, storage=storage).trials
+    assert trials[0].state == optuna.trial.TrialState.COMPLETE and trials[0].value == pytest.approx(0.6)
+    assert trials[1].state == optuna.trial.TrialState.FAIL
+    assert trials[2].state == optuna.trial.TrialState.RUNNING
+
+
+def test_agent_without_knobs_is_a_proposal_failure(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "agent.toml").write_text('name = "x"\n[entry]\nsolve = ["true"]\n')
+    with pytest.raises(ProposalFailed, match="declares no knobs"):
+        KnobsProposer(KnobsProposer.Config(), study_dir=tmp_path).propose(PARENT, ws, _context(tmp_path, "j"))

@@ -1,0 +1,176 @@
+"""Study ask/tell/run against a real GitArchive, with job functions that stand in for sandboxes."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from metasearch.archive import GitArchive
+from metasearch.events import Evaluated, Expanded, ExpansionRejected, InfraFailure, Outcome
+from metasearch.registry import SCHEDULERS
+from metasearch.study import StopSignal, Study
+from metasearch.types import Budget, Evaluate, Evaluation, Expand, Job
+
+TASKS = [f"t{i}" for i in range(6)]
+
+
+def _archive(tmp_path: Path, name: str = "s") -> GitArchive:
+    seed = tmp_path / "seed"
+    seed.mkdir(exist_ok=True)
+    (seed / "agent.toml").write_text('name = "seed"\n[entry]\nsolve = ["true"]\n')
+    (seed / "quality.txt").write_text("0.3\n")
+    archive = GitArchive.create(tmp_path / name, study=name, config_text="{}\n")
+    archive.add_seed("seed", seed, job_id="seed-0")
+    return archive
+
+
+class Landscape:
+    """A job function: children have a hidden quality; evaluations are seeded Bernoulli draws."""
+
+    def __init__(self, archive: GitArchive, *, fail_every: int = 0, infra_every: int = 0) -> None:
+        self.archive = archive
+        self.quality: dict[str, float] = {}
+        self.calls = Counter[str]()
+        self.fail_every = fail_every
+        self.infra_every = infra_every
+        self._lock = threading.Lock()
+
+    def __call__(self, job: Job) -> Outcome:
+        with self._lock:
+            self.calls[job.kind] += 1
+            n = self.calls[job.kind]
+        if self.infra_every and n % self.infra_every == 0:
+            return InfraFailure("simulated daemon hiccup")
+        if isinstance(job, Evaluate):
+            q = self.quality.get(job.agent_id, 0.3)
+            rng = random.Random(f"{job.agent_id}/{job.task_id}")
+            return Evaluated(Evaluation(job.job_id, job.agent_id, job.task_id, score=float(rng.random() < q)))
+        assert isinstance(job, Expand)
+        if self.fail_every and n % self.fail_every == 0:
+            return ExpansionRejected("proposer produced garbage")
+        with self.archive.checkout(job.parent_id) as ws:
+            q = min(1.0, float((ws / "quality.txt").read_text()) + random.Random(f"{job.parent_id}/{n}").uniform(-0.1, 0.3))
+            (ws / "quality.txt").write_text(f"{q}\n")
+            agent = self.archive.add_child(job.parent_id, ws, job_id=job.job_id, meta={"summary": f"q={q:.2f}"})
+        self.quality[agent.id] = q
+        return Expanded(agent)
+
+
+def _study(archive: GitArchive, budget: int = 30, **kw) -> Study:
+    scheduler = SCHEDULERS.resolve("hgm")
+    return Study(archive, scheduler(scheduler.Config()), tasks=TASKS, budget=Budget(evaluations=budget), **kw)
+
+
+def test_run_spends_the_budget_and_never_repeats_a_pair(tmp_path: Path) -> None:
+    archive = _archive(tmp_path)
+    study = _study(archive, budget=40)
+    reason = study.run(Landscape(archive), workers=4)
+    assert reason.startswith("budget exhausted")
+    evals = list(archive.index.evaluations.values())
+    pairs = Counter((ev.agent_id, ev.task_id) for ev in evals)
+    assert max(pairs.values()) == 1
+    seed_id = next(a.id for a in archive.index.agents.values() if a.parent_id is None)
+    assert sum(1 for ev in evals if ev.agent_id == seed_id) == len(TASKS), "seeds are evaluated on every task"
+    assert study.usage().evaluations == 40 == sum(1 for ev in evals if ev.agent_id != seed_id)
+    assert len(archive.index.agents) > 2
+    assert study.best() in archive.index.agents
+    archive.close()
+
+
+def test_failed_expansions_are_recorded_and_search_goes_on(tmp_path: Path) -> None:
+    archive = _archive(tmp_path)
+    study = _study(archive, budget=30)
+    study.run(Landscape(archive, fail_every=2), workers=2)
+    failed = archive.index.failed_expansions
+    assert failed and all(f["reason"] == "proposer produced garbage" for f in failed)
+    assert study.tree.failed_expansions(failed[0]["parent_id"]) >= 1
+    archive.close()
+
+
+def test_infra_failures_requeue_then_stop_cleanly(tmp_path: Path) -> None:
+    archive = _archive(tmp_path)
+    study = _study(archive, budget=30)
+    reason = study.run(lambda job: InfraFailure("docker daemon unreachable"), workers=2)
+    assert reason == "infrastructure failure: docker daemon unreachable"
+    assert not archive.index.evaluations and not archive.index.open_jobs
+    # the abandoned pairs are back in the queue: a fresh study over the same archive dispatches them again
+    again = _study(archive, budget=30)
+    job = again.ask()
+    assert isinstance(job, Evaluate)
+    archive.close()
+
+
+def test_one_worker_with_a_seed_is_reproducible(tmp_path: Path) -> None:
+    def trace(name: str) -> list[tuple[str, str]]:
+        archive = _archive(tmp_path, name)
+        study = _study(archive, budget=25, seed=7)
+        study.run(Landscape(archive), workers=1)
+        out = [(ev.agent_id, ev.task_id) for ev in archive.index.evaluations.values()]
+        archive.close()
+        return out
+
+    assert trace("a") == trace("b")
+
+
+def test_resume_continues_from_the_journal(tmp_path: Path) -> None:
+    archive = _archive(tmp_path)
+    _study(archive, budget=15).run(Landscape(archive), workers=2)
+    n_agents, n_evals = len(archive.index.agents), len(archive.index.evaluations)
+    archive.close()
+    reopened = GitArchive.open(tmp_path / "s")
+    study = _study(reopened, budget=30)
+    assert study.usage().evaluations == 15
+    study.run(Landscape(reopened), workers=2)
+    assert len(reopened.index.evaluations) == n_evals + 15
+    assert len(reopened.index.agents) >= n_agents
+    reopened.close()
+
+
+def test_drain_stops_dispatching_and_finishes_in_flight(tmp_path: Path) -> None:
+    archive = _archive(tmp_path)
+    study = _study(archive, budget=1000)
+    stop = StopSignal()
+    landscape = Landscape(archive)
+
+    def execute(job: Job) -> Outcome:
+        if landscape.calls["evaluate"] >= 10:
+            stop.drain.set()
+        return landscape(job)
+
+    reason = study.run(execute, workers=2, stop=stop)
+    assert reason == "interrupted"
+    assert not archive.index.open_jobs
+    archive.close()
+
+
+def test_ask_and_tell_from_threads_lose_nothing(tmp_path: Path) -> None:
+    archive = _archive(tmp_path)
+    study = _study(archive, budget=60)
+    landscape = Landscape(archive)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            while (job := study.ask()) is not None:
+                study.tell(job, landscape(job))
+        except BaseException as exc:  # pragma: no cover - surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    evals = list(archive.index.evaluations.values())
+    assert len({ev.job_id for ev in evals}) == len(evals)
+    own = Counter(ev.agent_id for ev in evals)
+    for agent_id, n in own.items():
+        assert study.tree.own(agent_id)[1] == pytest.approx(n)
+    assert np.isclose(sum(study.tree.own(a)[0] for a in archive.index.agents), sum(ev.score for ev in evals))
+    archive.close()
