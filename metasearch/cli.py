@@ -177,7 +177,7 @@ def tree(study_dir: StudyDir) -> None:
     from metasearch.report import tree_text
 
     try:
-        out.print(tree_text(study_dir), highlight=False)
+        out.print(tree_text(study_dir), highlight=False, soft_wrap=True)
     except MetasearchError as exc:
         raise _fail(exc) from None
 

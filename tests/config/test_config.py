@@ -50,7 +50,7 @@ def test_bad_config_names_the_key(data: dict, overrides: list[str], needle: str)
 def test_load_config_file_errors_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("study:\n  naem: x\n")
-    with pytest.raises(ConfigError, match=r"c\.yaml.*study\.naem"):
+    with pytest.raises(ConfigError, match=r"(?s)c\.yaml.*study\.naem"):
         load_config(path)
     path.write_text("- a list\n")
     with pytest.raises(ConfigError, match="mapping"):
