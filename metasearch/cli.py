@@ -56,7 +56,9 @@ def run(
     config: Annotated[Path, typer.Argument(help="A YAML config, e.g. configs/quickstart.yaml.")],
     override: Overrides = None,
     study: Annotated[str | None, typer.Option(help="Study name (default: study.name).")] = None,
-    archive_dir: Annotated[Path | None, typer.Option(help="Where studies live (default: archive_dir).")] = None,
+    archive_dir: Annotated[
+        Path | None, typer.Option(help="Where studies live (default: archive_dir).")
+    ] = None,
     dry_run: Annotated[bool, typer.Option(help="Validate and print the plan; start nothing.")] = False,
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
 ) -> None:
@@ -74,7 +76,9 @@ def run(
             print_plan(resolved, study_dir, out)
             return
         if study_dir.exists() and any(study_dir.iterdir()):
-            raise MetasearchError(f"{study_dir} already exists; resume it with `metasearch resume {study_dir}` or pick --study")
+            raise MetasearchError(
+                f"{study_dir} already exists; resume it with `metasearch resume {study_dir}` or pick --study"
+            )
         _drive(lambda cbs: launch.create(resolved, study_dir, callbacks=cbs))
     except MetasearchError as exc:
         raise _fail(exc) from None
@@ -207,13 +211,17 @@ def promote(
     gate: Annotated[str | None, typer.Option(help="SUITE:THRESHOLD re-evaluation gate.")] = None,
 ) -> None:
     """Register an agent as an MLflow model with alias `production` (not available yet)."""
-    raise _fail(MetasearchError("`promote` is not available yet in this version (MLflow promotion is in progress)"))
+    raise _fail(
+        MetasearchError("`promote` is not available yet in this version (MLflow promotion is in progress)")
+    )
 
 
 @app.command()
 def ui(study_dir: StudyDir, port: int = 5000) -> None:
     """Start the MLflow UI on the study's store (not available yet)."""
-    raise _fail(MetasearchError("`ui` is not available yet in this version (MLflow mirroring is in progress)"))
+    raise _fail(
+        MetasearchError("`ui` is not available yet in this version (MLflow mirroring is in progress)")
+    )
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -229,7 +237,11 @@ def bench(
     names = ("archive", "schedulers", "sandbox", "llm")
     path = Path(metasearch.__file__).resolve().parents[1] / "bench" / f"{which}.py"
     if which not in names or not path.is_file():
-        raise _fail(MetasearchError(f"unknown benchmark {which!r}; choose from {', '.join(names)} (needs a source checkout)"))
+        raise _fail(
+            MetasearchError(
+                f"unknown benchmark {which!r}; choose from {', '.join(names)} (needs a source checkout)"
+            )
+        )
     spec = importlib.util.spec_from_file_location(f"metasearch_bench_{which}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -238,7 +250,9 @@ def bench(
 
 
 @images_app.command("build")
-def images_build(force: Annotated[bool, typer.Option(help="Rebuild even if the tag exists.")] = False) -> None:
+def images_build(
+    force: Annotated[bool, typer.Option(help="Rebuild even if the tag exists.")] = False,
+) -> None:
     """Build the default sandbox image offline (idempotent: content-hash tag)."""
     from metasearch.sandboxes.images import build_default_image
 

@@ -50,11 +50,17 @@ class Launched:
 
 def resolve_seed(name: str) -> Path:
     """A seed is a folder holding an agent.toml: a path, ``seeds/<name>`` here, or in the source checkout."""
-    candidates = [Path(name), Path.cwd() / "seeds" / name, Path(metasearch.__file__).resolve().parents[1] / "seeds" / name]
+    candidates = [
+        Path(name),
+        Path.cwd() / "seeds" / name,
+        Path(metasearch.__file__).resolve().parents[1] / "seeds" / name,
+    ]
     for path in candidates:
         if (path / "agent.toml").is_file():
             return path.resolve()
-    raise ConfigError(f"study.seeds: no seed agent {name!r} (looked in {', '.join(str(c) for c in candidates)})")
+    raise ConfigError(
+        f"study.seeds: no seed agent {name!r} (looked in {', '.join(str(c) for c in candidates)})"
+    )
 
 
 def study_dir_for(resolved: ResolvedConfig, archive_dir: str | None, study: str | None) -> Path:
@@ -74,7 +80,9 @@ def create(resolved: ResolvedConfig, study_dir: Path, *, callbacks: Sequence[Cal
     archive = GitArchive.create(study_dir, study=study_dir.name, config_text=resolved.to_yaml())
     try:
         for path in seeds:
-            archive.add_seed(load_manifest(path).name, path, job_id=f"seed-{path.name}", meta={"source": str(path)})
+            archive.add_seed(
+                load_manifest(path).name, path, job_id=f"seed-{path.name}", meta={"source": str(path)}
+            )
         return _assemble(resolved, archive, callbacks)
     except BaseException:
         archive.close()

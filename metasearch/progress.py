@@ -13,7 +13,14 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from metasearch.events import AgentAdded, EvaluationRecorded, Event, ExpansionFailed, JobAbandoned, StudyFinished
+from metasearch.events import (
+    AgentAdded,
+    EvaluationRecorded,
+    Event,
+    ExpansionFailed,
+    JobAbandoned,
+    StudyFinished,
+)
 
 if TYPE_CHECKING:
     from metasearch.config import ResolvedConfig
@@ -41,7 +48,9 @@ class LiveProgress:
 
     def callback(self, study: Study, event: Event) -> None:
         with self._lock:
-            if isinstance(event, EvaluationRecorded | AgentAdded | ExpansionFailed | JobAbandoned | StudyFinished):
+            if isinstance(
+                event, EvaluationRecorded | AgentAdded | ExpansionFailed | JobAbandoned | StudyFinished
+            ):
                 self._refresh(study)
             if isinstance(event, ExpansionFailed):
                 self._rows["last failure"] = event.reason.splitlines()[0][:100]
@@ -51,7 +60,12 @@ class LiveProgress:
     def _refresh(self, study: Study) -> None:
         usage = study.usage()
         total = study.budget.evaluations
-        self._progress.update(self._task, completed=usage.evaluations, total=total, note=f"agents {len(study.archive.index.agents)}")
+        self._progress.update(
+            self._task,
+            completed=usage.evaluations,
+            total=total,
+            note=f"agents {len(study.archive.index.agents)}",
+        )
         best = study.best()
         stats = _agent_stats(study, best) if best else None
         self._rows.update(
@@ -100,18 +114,34 @@ def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> None:
     tasks = list(suite.tasks())
     table = Table(title=f"plan for study {study_dir}", show_header=False)
     table.add_row("seeds", ", ".join(str(s) for s in seeds))
-    table.add_row("suite", f"{suite.name} ({len(tasks)} tasks: {', '.join(t.id for t in tasks[:6])}{' …' if len(tasks) > 6 else ''})")
+    table.add_row(
+        "suite",
+        f"{suite.name} ({len(tasks)} tasks: {', '.join(t.id for t in tasks[:6])}{' …' if len(tasks) > 6 else ''})",
+    )
     table.add_row("scheduler", f"{cfg.scheduler.name} {resolved.plugins['scheduler'].config.model_dump()}")
     table.add_row("proposer", f"{cfg.proposer.name} {resolved.plugins['proposer'].config.model_dump()}")
-    table.add_row("budget", ", ".join(f"{k}={v}" for k, v in cfg.budget.model_dump().items() if v is not None))
+    table.add_row(
+        "budget", ", ".join(f"{k}={v}" for k, v in cfg.budget.model_dump().items() if v is not None)
+    )
     table.add_row("workers", str(cfg.study.workers))
     image = cfg.sandbox.image or default_image_tag()
-    table.add_row("sandbox", f"{cfg.sandbox.name} (image {image}, {cfg.sandbox.cpus} CPU, {cfg.sandbox.memory_mb} MB)")
+    table.add_row(
+        "sandbox", f"{cfg.sandbox.name} (image {image}, {cfg.sandbox.cpus} CPU, {cfg.sandbox.memory_mb} MB)"
+    )
     table.add_row("GPUs", str(cfg.sandbox.gpus))
     serve = cfg.llm.serve
-    llm = f"vLLM serving {serve.model} on GPUs {serve.gpus} (tp={serve.tensor_parallel_size})" if serve else (cfg.llm.base_url or "none")
+    llm = (
+        f"vLLM serving {serve.model} on GPUs {serve.gpus} (tp={serve.tensor_parallel_size})"
+        if serve
+        else (cfg.llm.base_url or "none")
+    )
     table.add_row("LLM", llm)
-    table.add_row("tracking", "MLflow " + (cfg.tracking.mlflow.tracking_uri or f"sqlite:///{study_dir}/mlflow.db") if cfg.tracking.mlflow.enabled else "off")
+    table.add_row(
+        "tracking",
+        "MLflow " + (cfg.tracking.mlflow.tracking_uri or f"sqlite:///{study_dir}/mlflow.db")
+        if cfg.tracking.mlflow.enabled
+        else "off",
+    )
     out.print(table)
 
 
@@ -125,10 +155,15 @@ def print_summary(launched: Launched, elapsed_s: float, out: Console) -> None:
     if best["agent_id"]:
         table.add_row("best-belief agent", f"{best['agent_id']} ({best['branch']} @ {best['commit'][:10]})")
         seed = "n/a" if best["seed_mean"] is None else f"{best['seed_mean']:.3f}"
-        table.add_row("score", f"{best['mean']:.3f} over {best['trials']} tasks (seed on the same tasks: {seed})")
+        table.add_row(
+            "score", f"{best['mean']:.3f} over {best['trials']} tasks (seed on the same tasks: {seed})"
+        )
     table.add_row("tree", f"{summary['agents']} agents, {summary['expansions_failed']} failed expansions")
     table.add_row("evaluations", str(summary["evaluations"]))
     table.add_row("time", f"{elapsed_s:.1f} s")
     root = launched.archive.root
-    table.add_row("next", f"metasearch tree {root}\nmetasearch ui {root}\nmetasearch promote {root} {best['agent_id'] or 'AGENT_ID'} --name my-agent")
+    table.add_row(
+        "next",
+        f"metasearch tree {root}\nmetasearch ui {root}\nmetasearch promote {root} {best['agent_id'] or 'AGENT_ID'} --name my-agent",
+    )
     out.print(table)

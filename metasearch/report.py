@@ -56,10 +56,16 @@ def load_view(study_dir: Path) -> StudyView:
         tree.add_result(ev.agent_id, ev.task_id, ev.score)
     free_seeds = resolved.config.study.seed_evaluations == "all"
     evaluations = sum(
-        1 for ev in index.evaluations.values() if not (free_seeds and index.agents[ev.agent_id].parent_id is None)
+        1
+        for ev in index.evaluations.values()
+        if not (free_seeds and index.agents[ev.agent_id].parent_id is None)
     )
-    expansions = len(index.failed_expansions) + sum(1 for a in index.agents.values() if a.parent_id is not None)
-    usage = Usage(evaluations=evaluations, expansions=expansions, tokens=index.tokens, cost_usd=index.cost_usd)
+    expansions = len(index.failed_expansions) + sum(
+        1 for a in index.agents.values() if a.parent_id is not None
+    )
+    usage = Usage(
+        evaluations=evaluations, expansions=expansions, tokens=index.tokens, cost_usd=index.cost_usd
+    )
     return StudyView(resolved, index, tree, usage)
 
 
@@ -89,7 +95,9 @@ def best_dict(study_dir: Path, *, study: Study | None = None) -> dict[str, Any]:
     """The best-belief agent with its statistics and the seed's mean on the same tasks."""
     view = load_view(study_dir)
     agent_id = study.best() if study is not None else view.best()
-    empty: dict[str, Any] = dict.fromkeys(("agent_id", "commit", "branch", "mean", "trials", "lower_bound", "seed_mean"))
+    empty: dict[str, Any] = dict.fromkeys(
+        ("agent_id", "commit", "branch", "mean", "trials", "lower_bound", "seed_mean")
+    )
     if agent_id is None:
         return empty
     agent = view.index.agents[agent_id]

@@ -43,7 +43,7 @@ class Runner:
     proposer_name: str
     tasks: dict[str, Task]
     limits: Limits = field(default_factory=Limits)
-    gate: GateConfig = field(default_factory=GateConfig)
+    gate: GateConfig = field(default_factory=lambda: GateConfig())
 
     def __call__(self, job: Job) -> Outcome:
         try:
@@ -70,7 +70,10 @@ class Runner:
         def failed(reason: str) -> Evaluated:
             return Evaluated(self._evaluation(job, 0.0, started, log_dir, error=reason))
 
-        with self.archive.checkout(job.agent_id) as agent_dir, tempfile.TemporaryDirectory(prefix="ms-task-") as tmp:
+        with (
+            self.archive.checkout(job.agent_id) as agent_dir,
+            tempfile.TemporaryDirectory(prefix="ms-task-") as tmp,
+        ):
             try:
                 manifest = load_manifest(agent_dir)
             except ConfigError as exc:
@@ -81,7 +84,10 @@ class Runner:
             _open_for_sandbox_user(task_dir)
             spec = RunSpec(
                 command=manifest.command("solve", task_dir=TASK_MOUNT, agent_dir=AGENT_MOUNT),
-                mounts=(Mount(agent_dir, AGENT_MOUNT, read_only=True), Mount(task_dir, TASK_MOUNT, read_only=False)),
+                mounts=(
+                    Mount(agent_dir, AGENT_MOUNT, read_only=True),
+                    Mount(task_dir, TASK_MOUNT, read_only=False),
+                ),
                 workdir=AGENT_MOUNT,
                 env=agent_env(),
                 limits=replace(self.limits, timeout_s=task.timeout_s),
@@ -96,7 +102,13 @@ class Runner:
             graded = self.suite.grade(task.id, artifact, self.sandbox)
         return Evaluated(
             self._evaluation(
-                job, graded.score, started, log_dir, error=graded.error, metrics=dict(graded.metrics), flags=graded.flags
+                job,
+                graded.score,
+                started,
+                log_dir,
+                error=graded.error,
+                metrics=dict(graded.metrics),
+                flags=graded.flags,
             )
         )
 

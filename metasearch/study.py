@@ -117,9 +117,13 @@ class Study:
         with self._lock:
             index = self.archive.index
             evals = self._counted_evaluations + sum(
-                1 for j in self._in_flight.values() if isinstance(j, Evaluate) and not self._is_free(j.agent_id)
+                1
+                for j in self._in_flight.values()
+                if isinstance(j, Evaluate) and not self._is_free(j.agent_id)
             )
-            expansions = self._finished_expansions + sum(1 for j in self._in_flight.values() if isinstance(j, Expand))
+            expansions = self._finished_expansions + sum(
+                1 for j in self._in_flight.values() if isinstance(j, Expand)
+            )
             return Usage(
                 evaluations=evals,
                 expansions=expansions,
@@ -159,7 +163,7 @@ class Study:
         with self._lock:
             if self.stop_reason is not None:
                 return None
-            job = self._next_seed_evaluation()
+            job: Job | None = self._next_seed_evaluation()
             if job is None:
                 exhausted = self.usage().exhausted(self.budget)
                 if exhausted is not None:
@@ -186,7 +190,9 @@ class Study:
         if isinstance(job, Evaluate):
             if job.agent_id not in self.archive.index.agents:
                 raise MetasearchError(f"scheduler chose unknown agent {job.agent_id!r}")
-            if job.task_id not in self.tasks or job.task_id not in self.tree.unseen_tasks(job.agent_id, self.tasks):
+            if job.task_id not in self.tasks or job.task_id not in self.tree.unseen_tasks(
+                job.agent_id, self.tasks
+            ):
                 raise MetasearchError(f"scheduler chose ({job.agent_id}, {job.task_id}) twice or off-list")
             self.tree.reserve(job.agent_id, job.task_id)
         else:
@@ -248,7 +254,12 @@ class Study:
     # -- run --------------------------------------------------------------------------------------
 
     def run(
-        self, execute: JobFunction, *, workers: int = 1, stop: StopSignal | None = None, heartbeat_s: float = 5.0
+        self,
+        execute: JobFunction,
+        *,
+        workers: int = 1,
+        stop: StopSignal | None = None,
+        heartbeat_s: float = 5.0,
     ) -> str:
         """Run jobs on ``workers`` threads until done; returns why it stopped (also ``self.stop_reason``)."""
         stop = stop or StopSignal()

@@ -47,7 +47,7 @@ class ArchiveIndex:
 
     def apply(self, event: Mapping[str, Any]) -> None:
         op = event["op"]
-        job_id = event.get("job_id")
+        job_id = str(event.get("job_id"))
         self.events += 1
         if op == "agent_added":
             a = event["agent"]
@@ -78,7 +78,7 @@ class ArchiveIndex:
             self.study = event.get("study")
         elif op == "study_finished":
             self.finished = event.get("reason")
-        if op in CLOSING_OPS and job_id is not None:
+        if op in CLOSING_OPS and event.get("job_id") is not None:
             self.closed.add(job_id)
             self.open_jobs.pop(job_id, None)
 

@@ -78,7 +78,9 @@ def check(
     except ConfigError as exc:
         return Verdict(False, f"manifest no longer valid: {exc}")
     if child_manifest.name != parent_manifest.name:
-        return Verdict(False, f"manifest name changed from {parent_manifest.name!r} to {child_manifest.name!r}")
+        return Verdict(
+            False, f"manifest name changed from {parent_manifest.name!r} to {child_manifest.name!r}"
+        )
     if config.smoke and child_manifest.entry.smoke and sandbox is not None:
         spec = RunSpec(
             command=child_manifest.command("smoke", agent_dir="/agent"),
@@ -91,5 +93,7 @@ def check(
         result = sandbox.run(spec)
         if not result.ok:
             tail = (result.stdout + result.stderr)[-1500:]
-            return Verdict(False, f"smoke check failed ({result.reason or 'exit ' + str(result.exit_code)}): {tail}")
+            return Verdict(
+                False, f"smoke check failed ({result.reason or 'exit ' + str(result.exit_code)}): {tail}"
+            )
     return Verdict(True)

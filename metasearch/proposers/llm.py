@@ -68,7 +68,9 @@ class LLMProposer:
         allow_grader_files: bool = False
         temperature: float = Field(0.7, ge=0, le=2)
 
-    def __init__(self, config: Config, *, study_dir: Path, llm: Any = None, model: ChatModel | None = None, **_: Any) -> None:
+    def __init__(
+        self, config: Config, *, study_dir: Path, llm: Any = None, model: ChatModel | None = None, **_: Any
+    ) -> None:
         self.config = config
         self.study_dir = Path(study_dir)
         self._model = model
@@ -83,7 +85,9 @@ class LLMProposer:
 
                 section = self._llm_section
                 if section is None or not (section.base_url or section.serve):
-                    raise ConfigError("llm.base_url: the llm proposer needs an OpenAI-compatible endpoint (or llm.serve)")
+                    raise ConfigError(
+                        "llm.base_url: the llm proposer needs an OpenAI-compatible endpoint (or llm.serve)"
+                    )
                 self._model = LLMClient.from_section(section)
             return self._model
 
@@ -112,11 +116,20 @@ class LLMProposer:
         return result
 
     def _one_shot(self, workspace: Path, context: ProposalContext, prompt: str, transcript: Path) -> Proposal:
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"{prompt}\n\n{DIFF_INSTRUCTIONS}"}]
+        messages = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"{prompt}\n\n{DIFF_INSTRUCTIONS}"},
+        ]
         result = self._chat(messages, context, transcript)
-        blocks = [body for lang, body in _FENCE.findall(result.text) if (lang or "").lower() in ("diff", "patch", "")]
+        blocks = [
+            body
+            for lang, body in _FENCE.findall(result.text)
+            if (lang or "").lower() in ("diff", "patch", "")
+        ]
         if not blocks:
-            raise ProposalFailed(f"model output holds no ```diff block: {truncate(result.text, 300, keep='head')!r}")
+            raise ProposalFailed(
+                f"model output holds no ```diff block: {truncate(result.text, 300, keep='head')!r}"
+            )
         patch = blocks[-1] if blocks[-1].endswith("\n") else blocks[-1] + "\n"
         patch_file = context.log_dir / "model.patch"
         patch_file.write_text(patch)
@@ -130,8 +143,13 @@ class LLMProposer:
             raise ProposalFailed(f"malformed diff (git apply: {applied.stderr.strip()[:300]})")
         return self._proposal(result.text, result, transcript)
 
-    def _tool_loop(self, workspace: Path, context: ProposalContext, prompt: str, transcript: Path) -> Proposal:
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"{prompt}\n\n{TOOLS_INSTRUCTIONS}"}]
+    def _tool_loop(
+        self, workspace: Path, context: ProposalContext, prompt: str, transcript: Path
+    ) -> Proposal:
+        messages = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"{prompt}\n\n{TOOLS_INSTRUCTIONS}"},
+        ]
         tokens = 0
         cost = 0.0
         spec = RunSpec(
@@ -150,9 +168,19 @@ class LLMProposer:
                 messages.append({"role": "assistant", "content": result.text})
                 if re.search(r"^SUBMIT\s*$", result.text, re.MULTILINE):
                     summary = result.text.split("SUBMIT", 1)[1].strip() or "tool-loop edit"
-                    return Proposal(diff="", summary=summary.splitlines()[0][:200], rationale=result.text[:4000],
-                                    tokens=tokens, cost_usd=cost, transcript_path=str(transcript))
-                commands = [body for lang, body in _FENCE.findall(result.text) if (lang or "").lower() in ("bash", "sh")]
+                    return Proposal(
+                        diff="",
+                        summary=summary.splitlines()[0][:200],
+                        rationale=result.text[:4000],
+                        tokens=tokens,
+                        cost_usd=cost,
+                        transcript_path=str(transcript),
+                    )
+                commands = [
+                    body
+                    for lang, body in _FENCE.findall(result.text)
+                    if (lang or "").lower() in ("bash", "sh")
+                ]
                 if len(commands) != 1:
                     observation = "Format error: reply with exactly one ```bash block, or SUBMIT when done."
                 else:

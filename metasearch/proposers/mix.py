@@ -31,7 +31,9 @@ class MixProposer:
                 raise ValueError("weights must be non-negative with a positive sum")
             unknown = sorted(set(value) - (set(PROPOSERS.names()) - {"mix"}))
             if unknown:
-                raise ValueError(f"unknown proposer(s) {unknown}; allowed: {sorted(set(PROPOSERS.names()) - {'mix'})}")
+                raise ValueError(
+                    f"unknown proposer(s) {unknown}; allowed: {sorted(set(PROPOSERS.names()) - {'mix'})}"
+                )
             return value
 
     def __init__(self, config: Config, **context: Any) -> None:

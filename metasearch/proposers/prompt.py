@@ -36,7 +36,9 @@ def code_listing(root: Path, budget: int) -> str:
     """The agent's text files, each fenced and labelled with its path, within ``budget`` characters."""
     parts: list[str] = []
     used = 0
-    files = sorted(p for p in root.rglob("*") if p.is_file() and not SKIP_PARTS.intersection(p.relative_to(root).parts))
+    files = sorted(
+        p for p in root.rglob("*") if p.is_file() and not SKIP_PARTS.intersection(p.relative_to(root).parts)
+    )
     for path in files:
         rel = path.relative_to(root).as_posix()
         if path.suffix not in TEXT_SUFFIXES and path.name not in {"Makefile", "Dockerfile"}:
@@ -47,7 +49,9 @@ def code_listing(root: Path, budget: int) -> str:
             continue
         chunk = f"--- {rel}\n```\n{body}\n```\n"
         if used + len(chunk) > budget:
-            parts.append(f"--- {rel}\n[file omitted: the code listing reached its budget of {budget} characters]\n")
+            parts.append(
+                f"--- {rel}\n[file omitted: the code listing reached its budget of {budget} characters]\n"
+            )
             continue
         parts.append(chunk)
         used += len(chunk)
@@ -72,11 +76,17 @@ def diagnosis(
             + (f", flags {', '.join(ev.flags)}" if ev.flags else "")
             + "\n"
             + f"Statement: {truncate(statements.get(ev.task_id, '(not available)'), 1200, keep='head')}\n"
-            + (f"Reason: {truncate(ev.error.splitlines()[0] if ev.error else '', 300, keep='head')}\n" if ev.error else "")
+            + (
+                f"Reason: {truncate(ev.error.splitlines()[0] if ev.error else '', 300, keep='head')}\n"
+                if ev.error
+                else ""
+            )
             + f"Agent log (its own output, tail):\n{truncate(_agent_log(ev), per_log)}\n"
         )
         if used + len(chunk) > budget:
-            parts.append(f"\n[... {len(worst)} evaluations in all; the rest omitted for the context budget ...]\n")
+            parts.append(
+                f"\n[... {len(worst)} evaluations in all; the rest omitted for the context budget ...]\n"
+            )
             break
         parts.append(chunk)
         used += len(chunk)

@@ -74,14 +74,21 @@ class SelfModifyProposer:
             transcript_path=transcript,
         ) as gateway:
             spec = RunSpec(
-                command=manifest.command("self_improve", problem_file="/problem/problem.md", agent_dir="/agent"),
+                command=manifest.command(
+                    "self_improve", problem_file="/problem/problem.md", agent_dir="/agent"
+                ),
                 mounts=(
                     Mount(workspace, "/agent", read_only=False),
                     Mount(problem_dir, "/problem", read_only=True),
                     Mount(socket_dir, SOCKET_DIR, read_only=False),
                 ),
                 workdir="/agent",
-                env={"PYTHONPATH": "/agent", "HOME": "/tmp", "METASEARCH_LLM_SOCKET": SOCKET_PATH, "PYTHONDONTWRITEBYTECODE": "1"},
+                env={
+                    "PYTHONPATH": "/agent",
+                    "HOME": "/tmp",
+                    "METASEARCH_LLM_SOCKET": SOCKET_PATH,
+                    "PYTHONDONTWRITEBYTECODE": "1",
+                },
                 limits=Limits(timeout_s=self.config.timeout_s),
                 labels={"metasearch.study": self.study_dir.name, "metasearch.job": context.job_id},
             )
@@ -90,7 +97,9 @@ class SelfModifyProposer:
         (context.log_dir / "self_improve.log").write_text(f"{result.stdout}\n--- stderr ---\n{result.stderr}")
         tokens = int(getattr(usage, "total_tokens", 0))
         if not result.ok:
-            raise ProposalFailed(f"self_improve failed ({result.reason or f'exit {result.exit_code}'}): {result.stderr[-500:]}")
+            raise ProposalFailed(
+                f"self_improve failed ({result.reason or f'exit {result.exit_code}'}): {result.stderr[-500:]}"
+            )
         summary = next((line for line in result.stdout.splitlines() if line.strip()), "self-modification")
         return Proposal(
             diff="",

@@ -27,7 +27,9 @@ def make_sandbox(section: SandboxSection, *, study: str) -> Sandbox:
         from metasearch.sandboxes.images import image_exists
 
         if not image_exists(sandbox.image):
-            raise InfrastructureError(f"sandbox image {sandbox.image} not found (run `metasearch images build`)", retryable=False)
+            raise InfrastructureError(
+                f"sandbox image {sandbox.image} not found (run `metasearch images build`)", retryable=False
+            )
         return sandbox
     except InfrastructureError as exc:
         if section.name == "docker":

@@ -61,7 +61,9 @@ class DockerSandbox:
             self.client.ping()
         except Exception as exc:
             raise InfrastructureError(f"Docker daemon unreachable: {exc}") from exc
-        self.gpu_pool = GPUPool.from_setting(self.config.gpus, per_gpu=self.config.gpu_share, reserved=self.config.reserved_gpus)
+        self.gpu_pool = GPUPool.from_setting(
+            self.config.gpus, per_gpu=self.config.gpu_share, reserved=self.config.reserved_gpus
+        )
 
     # -- the interface ----------------------------------------------------------------------------
 
@@ -159,7 +161,9 @@ class DockerSandbox:
             "working_dir": spec.workdir,
             "environment": {"HOME": "/tmp", "TMPDIR": "/tmp", **spec.env},
             "init": True,
-            "log_config": LogConfig(type="json-file", config={"max-size": self.config.log_max_size, "max-file": "1"}),
+            "log_config": LogConfig(
+                type="json-file", config={"max-size": self.config.log_max_size, "max-file": "1"}
+            ),
             "device_requests": device_requests(gpus),
         }
 
@@ -211,8 +215,11 @@ class DockerSession:
         wrapped = ["timeout", "-s", "KILL", f"{timeout:g}", *command]
         try:
             code, (out, err) = self.container.exec_run(
-                wrapped, demux=True, user=self.container.attrs.get("Config", {}).get("User") or "",
-                workdir=self.spec.workdir, environment={"HOME": "/tmp", **self.spec.env},
+                wrapped,
+                demux=True,
+                user=self.container.attrs.get("Config", {}).get("User") or "",
+                workdir=self.spec.workdir,
+                environment={"HOME": "/tmp", **self.spec.env},
             )
         except Exception as exc:
             raise InfrastructureError(f"docker exec failed: {exc}") from exc
@@ -220,8 +227,12 @@ class DockerSession:
         stderr, t2 = _capped(err or b"", self.spec.limits.output_bytes)
         timed_out = code == 137 and time.monotonic() - started >= timeout - 0.5
         return ExecResult(
-            exit_code=None if timed_out else code, stdout=stdout, stderr=stderr,
-            duration_s=time.monotonic() - started, timed_out=timed_out, truncated=t1 or t2,
+            exit_code=None if timed_out else code,
+            stdout=stdout,
+            stderr=stderr,
+            duration_s=time.monotonic() - started,
+            timed_out=timed_out,
+            truncated=t1 or t2,
             reason=_reason(timed_out, False, code, Limits(timeout_s=timeout)),
         )
 

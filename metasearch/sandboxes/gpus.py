@@ -17,7 +17,9 @@ def detect_gpus() -> list[str]:
     if shutil.which("nvidia-smi") is None:
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False
+        ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
@@ -42,7 +44,9 @@ class GPUPool:
         self._cond = threading.Condition()
 
     @classmethod
-    def from_setting(cls, setting: str | Sequence[str], *, per_gpu: int = 1, reserved: Sequence[str] = ()) -> GPUPool:
+    def from_setting(
+        cls, setting: str | Sequence[str], *, per_gpu: int = 1, reserved: Sequence[str] = ()
+    ) -> GPUPool:
         if setting == "none":
             ids: list[str] = []
         elif setting == "all":
@@ -58,9 +62,13 @@ class GPUPool:
     @contextmanager
     def acquire(self, n: int = 1, *, timeout_s: float | None = None) -> Iterator[list[str]]:
         if n > len(self.ids):
-            raise InfrastructureError(f"a job needs {n} GPU(s) but the sandbox pool has {len(self.ids)}", retryable=False)
+            raise InfrastructureError(
+                f"a job needs {n} GPU(s) but the sandbox pool has {len(self.ids)}", retryable=False
+            )
         with self._cond:
-            ok = self._cond.wait_for(lambda: sum(1 for v in self._free.values() if v > 0) >= n, timeout=timeout_s)
+            ok = self._cond.wait_for(
+                lambda: sum(1 for v in self._free.values() if v > 0) >= n, timeout=timeout_s
+            )
             if not ok:
                 raise InfrastructureError(f"no {n} GPU(s) became free within {timeout_s}s")
             # Prefer the least-shared GPUs.

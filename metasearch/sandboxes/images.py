@@ -45,7 +45,9 @@ def cache_dir() -> Path:
 
 
 def image_exists(tag: str) -> bool:
-    return subprocess.run(["docker", "image", "inspect", tag], capture_output=True, check=False).returncode == 0
+    return (
+        subprocess.run(["docker", "image", "inspect", tag], capture_output=True, check=False).returncode == 0
+    )
 
 
 def build_default_image(*, force: bool = False, mirror: str | None = None) -> str:
@@ -60,8 +62,14 @@ def build_default_image(*, force: bool = False, mirror: str | None = None) -> st
     if force or not rootfs_tar.exists():
         _build_rootfs(rootfs_tar, mirror or _apt_mirror())
     log.info("importing %s into Docker", tag)
-    changes = ["ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "ENV LANG=C.UTF-8",
-               "ENV PYTHONDONTWRITEBYTECODE=1", "USER 65534:65534", "WORKDIR /tmp", 'CMD ["python3"]']
+    changes = [
+        "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "ENV LANG=C.UTF-8",
+        "ENV PYTHONDONTWRITEBYTECODE=1",
+        "USER 65534:65534",
+        "WORKDIR /tmp",
+        'CMD ["python3"]',
+    ]
     args = ["docker", "import"] + [f"--change={c}" for c in changes] + [str(rootfs_tar), tag]
     _check(args, "docker import")
     _check(["docker", "tag", tag, f"{REPOSITORY}:latest"], "docker tag")
@@ -70,23 +78,74 @@ def build_default_image(*, force: bool = False, mirror: str | None = None) -> st
 
 def _build_rootfs(dest: Path, mirror: str) -> None:
     if os.geteuid() != 0:
-        raise InfrastructureError("building the sandbox image offline needs root (debootstrap, chroot)", retryable=False)
+        raise InfrastructureError(
+            "building the sandbox image offline needs root (debootstrap, chroot)", retryable=False
+        )
     if shutil.which("debootstrap") is None:
         raise InfrastructureError("debootstrap is missing: apt-get install -y debootstrap", retryable=False)
     with tempfile.TemporaryDirectory(prefix="ms-rootfs-", dir=cache_dir()) as tmp:
         root = Path(tmp) / "rootfs"
         log.info("debootstrap %s from %s (a few minutes)", SUITE, mirror)
-        _check(["debootstrap", "--variant=minbase", f"--include={','.join(DEBIAN_PACKAGES)}", SUITE, str(root), mirror], "debootstrap")
+        _check(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(DEBIAN_PACKAGES)}",
+                SUITE,
+                str(root),
+                mirror,
+            ],
+            "debootstrap",
+        )
         wheels = root / "opt" / "wheels"
         wheels.mkdir(parents=True)
         log.info("downloading wheels %s", " ".join(PYTHON_PACKAGES))
-        _check([sys.executable, "-m", "pip", "download", "-q", "--dest", str(wheels), "--only-binary=:all:",
-                "--python-version", "3.11", "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_28_x86_64",
-                *PYTHON_PACKAGES], "pip download")
-        _check(["chroot", str(root), "python3", "-m", "pip", "install", "-q", "--no-index", "--no-cache-dir",
-                "--break-system-packages", "--find-links", "/opt/wheels", *PYTHON_PACKAGES], "pip install in the rootfs")
+        _check(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--dest",
+                str(wheels),
+                "--only-binary=:all:",
+                "--python-version",
+                "3.11",
+                "--platform",
+                "manylinux2014_x86_64",
+                "--platform",
+                "manylinux_2_28_x86_64",
+                *PYTHON_PACKAGES,
+            ],
+            "pip download",
+        )
+        _check(
+            [
+                "chroot",
+                str(root),
+                "python3",
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-index",
+                "--no-cache-dir",
+                "--break-system-packages",
+                "--find-links",
+                "/opt/wheels",
+                *PYTHON_PACKAGES,
+            ],
+            "pip install in the rootfs",
+        )
         shutil.rmtree(wheels)
-        for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/locale"):
+        for junk in (
+            "var/cache/apt/archives",
+            "var/lib/apt/lists",
+            "usr/share/doc",
+            "usr/share/man",
+            "usr/share/locale",
+        ):
             shutil.rmtree(root / junk, ignore_errors=True)
         (root / "tmp").chmod(0o1777)
         log.info("packing the rootfs")
@@ -112,4 +171,7 @@ def _apt_mirror() -> str:
 def _check(args: list[str], what: str) -> None:
     result = subprocess.run(args, capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        raise InfrastructureError(f"{what} failed ({result.returncode}): {(result.stderr or result.stdout)[-2000:]}", retryable=False)
+        raise InfrastructureError(
+            f"{what} failed ({result.returncode}): {(result.stderr or result.stdout)[-2000:]}",
+            retryable=False,
+        )

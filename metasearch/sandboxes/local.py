@@ -44,7 +44,9 @@ class PathMap:
             mapped.symlink_to(Path(m.source).resolve())
             self.targets[m.target.rstrip("/")] = mapped
         alternatives = "|".join(re.escape(t) for t in self.targets)
-        self._pattern = re.compile(rf"(?<![\w.-])({alternatives})(?=/|$|[\s:;,'\"=)])") if self.targets else None
+        self._pattern = (
+            re.compile(rf"(?<![\w.-])({alternatives})(?=/|$|[\s:;,'\"=)])") if self.targets else None
+        )
 
     def __call__(self, text: str) -> str:
         if self._pattern is None:
@@ -82,7 +84,9 @@ class LocalSandbox:
             root = Path(tmp)
             paths = PathMap(root / "root", spec.mounts)
             (root / "tmp").mkdir()
-            yield LocalSession(paths, self._env(spec.env, paths, root / "tmp"), paths(spec.workdir), spec.limits, root)
+            yield LocalSession(
+                paths, self._env(spec.env, paths, root / "tmp"), paths(spec.workdir), spec.limits, root
+            )
 
     def _env(self, extra: Mapping[str, str], paths: PathMap, tmp: Path) -> dict[str, str]:
         # No host environment: only a PATH that finds this interpreter first, and what the spec sets.
@@ -99,7 +103,9 @@ class LocalSession:
         self.paths, self.env, self.workdir, self.limits, self.root = paths, env, workdir, limits, root
 
     def exec(self, command: Sequence[str], *, timeout_s: float | None = None) -> ExecResult:
-        limits = self.limits if timeout_s is None else Limits(**{**self.limits.__dict__, "timeout_s": timeout_s})
+        limits = (
+            self.limits if timeout_s is None else Limits(**{**self.limits.__dict__, "timeout_s": timeout_s})
+        )
         return _run_group([self.paths(a) for a in command], Path(self.workdir), self.env, limits, self.root)
 
 
@@ -122,11 +128,19 @@ def _run_group(command: list[str], cwd: Path, env: dict[str, str], limits: Limit
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         try:
             proc = subprocess.Popen(
-                command, cwd=cwd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=lambda: _limit_resources(limits),
+                command,
+                cwd=cwd,
+                env=env,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=lambda: _limit_resources(limits),
             )
         except OSError as exc:
-            return ExecResult(exit_code=127, stdout="", stderr=str(exc), duration_s=0.0, reason=f"cannot start: {exc}")
+            return ExecResult(
+                exit_code=127, stdout="", stderr=str(exc), duration_s=0.0, reason=f"cannot start: {exc}"
+            )
         timed_out = False
         try:
             code: int | None = proc.wait(timeout=limits.timeout_s)
@@ -148,8 +162,13 @@ def _run_group(command: list[str], cwd: Path, env: dict[str, str], limits: Limit
     elif code:
         reason = f"exit code {code}"
     return ExecResult(
-        exit_code=code, stdout=stdout, stderr=stderr, duration_s=time.monotonic() - started,
-        timed_out=timed_out, truncated=t1 or t2, reason=reason,
+        exit_code=code,
+        stdout=stdout,
+        stderr=stderr,
+        duration_s=time.monotonic() - started,
+        timed_out=timed_out,
+        truncated=t1 or t2,
+        reason=reason,
     )
 
 

@@ -56,7 +56,12 @@ class BaseScheduler:
         self.config = config
 
     def select_final(self, state: SearchState) -> str | None:
-        return select_final(state.tree, method=self.config.final, epsilon=self.config.epsilon, min_trials=self.config.min_trials)
+        return select_final(
+            state.tree,
+            method=self.config.final,
+            epsilon=self.config.epsilon,
+            min_trials=self.config.min_trials,
+        )
 
     def wants_expansion(self, state: SearchState) -> bool:
         """The UCB-Air rule of HGM, plus the expansion budget."""
@@ -81,7 +86,9 @@ def random_unseen_task(state: SearchState, agent: int, rng: np.random.Generator)
     return Evaluate(agent_id=agent_id, task_id=unseen[int(rng.integers(len(unseen)))])
 
 
-def thompson_argmax(successes: np.ndarray, failures: np.ndarray, rng: np.random.Generator, tau: float = 1.0) -> int:
+def thompson_argmax(
+    successes: np.ndarray, failures: np.ndarray, rng: np.random.Generator, tau: float = 1.0
+) -> int:
     """Index of the largest draw from Beta(tau (1 + s), tau (1 + f)) (ties broken by the draw itself)."""
     draws = rng.beta(tau * (1.0 + successes), tau * (1.0 + failures))
     return int(np.argmax(draws))

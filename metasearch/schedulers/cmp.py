@@ -27,12 +27,23 @@ class SearchTree:
 
     def _grow(self, capacity: int) -> None:
         def grown(old: np.ndarray | None, dtype: type, fill: float = 0) -> np.ndarray:
-            new = np.full(capacity, fill, dtype=dtype)
+            new: np.ndarray = np.full(capacity, fill, dtype=dtype)
             if old is not None:
                 new[: len(old)] = old
             return new
 
         first = self._cap == 0
+        self.parent: np.ndarray
+        self.depth: np.ndarray
+        self.own_s: np.ndarray
+        self.own_n: np.ndarray
+        self.clade_s: np.ndarray
+        self.clade_n: np.ndarray
+        self.pending_evals: np.ndarray
+        self.pending_expansions: np.ndarray
+        self.failed: np.ndarray
+        self.n_children: np.ndarray
+        self.n_seen: np.ndarray
         self.parent = grown(None if first else self.parent, np.int64, -1)
         self.depth = grown(None if first else self.depth, np.int64)
         self.own_s = grown(None if first else self.own_s, np.float64)

@@ -28,7 +28,9 @@ def lower_bounds(successes: np.ndarray, trials: np.ndarray, epsilon: float) -> n
     return np.asarray(betaincinv(1.0 + successes, 1.0 + trials - successes, epsilon), dtype=np.float64)
 
 
-def select_final(tree: SearchTree, *, method: str = "lower_percentile", epsilon: float = 0.01, min_trials: int = 3) -> str | None:
+def select_final(
+    tree: SearchTree, *, method: str = "lower_percentile", epsilon: float = 0.01, min_trials: int = 3
+) -> str | None:
     n = tree.view("own_n")
     if len(n) == 0 or n.max() == 0:
         return None

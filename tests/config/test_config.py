@@ -33,7 +33,11 @@ def test_overrides_parse_yaml_scalars() -> None:
         ({"studdy": {}}, [], "studdy: Extra inputs are not permitted"),
         ({"study": {"wrokers": 2}}, [], "study.wrokers"),
         ({"study": {"workers": 0}}, [], "study.workers"),
-        ({"scheduler": {"name": "hgmm"}}, [], "scheduler.name: unknown scheduler 'hgmm'; allowed: dgm, greedy, hgm"),
+        (
+            {"scheduler": {"name": "hgmm"}},
+            [],
+            "scheduler.name: unknown scheduler 'hgmm'; allowed: dgm, greedy, hgm",
+        ),
         ({"scheduler": {"name": "hgm", "alpah": 0.5}}, [], "scheduler.alpah"),
         ({"scheduler": {"name": "hgm", "alpha": 7}}, [], "scheduler.alpha"),
         ({"sandbox": {"name": "podman"}}, [], "sandbox.name"),

@@ -42,7 +42,7 @@ def test_parses_entry_points_and_knobs() -> None:
 
 def test_missing_entry_point_is_named() -> None:
     m = parse_manifest(GOOD)
-    with pytest.raises(ConfigError, match="entry.self_improve"):
+    with pytest.raises(ConfigError, match=r"entry\.self_improve"):
         m.command("self_improve")
 
 

@@ -39,7 +39,9 @@ def test_rejects_empty_diff(tmp_path: Path) -> None:
 
 def test_rejects_oversized_diff(tmp_path: Path) -> None:
     diff = _diff("solve.py") + "+" + "x" * 5000 + "\n"
-    verdict = check(diff, _workspace(tmp_path), parse_manifest(MANIFEST), None, GateConfig(max_diff_bytes=1000))
+    verdict = check(
+        diff, _workspace(tmp_path), parse_manifest(MANIFEST), None, GateConfig(max_diff_bytes=1000)
+    )
     assert not verdict.admitted and "too large" in verdict.reason
 
 

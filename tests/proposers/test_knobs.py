@@ -44,7 +44,12 @@ def _workspace(tmp_path: Path, name: str) -> Path:
 
 def _context(tmp_path: Path, job_id: str, **kw: Any) -> ProposalContext:
     return ProposalContext(
-        job_id=job_id, study_dir=tmp_path, log_dir=tmp_path, sandbox=None, suite_description="", **kw  # type: ignore[arg-type]
+        job_id=job_id,
+        study_dir=tmp_path,
+        log_dir=tmp_path,
+        sandbox=None,
+        suite_description="",
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -64,11 +69,18 @@ def test_tells_optuna_when_child_has_enough_evaluations(tmp_path: Path) -> None:
     p1 = proposer.propose(PARENT, _workspace(tmp_path, "w1"), _context(tmp_path, "job-1"))
     proposer.propose(PARENT, _workspace(tmp_path, "w2"), _context(tmp_path, "job-2"))
     child = Agent("a00001", PARENT.id, "1" * 40, "agents/a00001", 0.0, meta={"job_id": "job-1", **p1.meta})
-    evals = [Evaluation(job_id=f"e{i}", agent_id=child.id, task_id=f"t{i}", score=s) for i, s in enumerate([0.5, 0.7])]
-    ctx = _context(tmp_path, "job-3", agents={child.id: child}, evaluations=evals, extra={"failed_job_ids": ["job-2"]})
+    evals = [
+        Evaluation(job_id=f"e{i}", agent_id=child.id, task_id=f"t{i}", score=s)
+        for i, s in enumerate([0.5, 0.7])
+    ]
+    ctx = _context(
+        tmp_path, "job-3", agents={child.id: child}, evaluations=evals, extra={"failed_job_ids": ["job-2"]}
+    )
     proposer.propose(PARENT, _workspace(tmp_path, "w3"), ctx)
     # the storage is Optuna's own journal file: reopen it independently
-    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "optuna.journal")))
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "optuna.journal"))
+    )
     trials = optuna.load_study(study_name=OPTUNA_STUDY, storage=storage).trials
     assert trials[0].state == optuna.trial.TrialState.COMPLETE and trials[0].value == pytest.approx(0.6)
     assert trials[1].state == optuna.trial.TrialState.FAIL
@@ -81,3 +93,23 @@ def test_agent_without_knobs_is_a_proposal_failure(tmp_path: Path) -> None:
     (ws / "agent.toml").write_text('name = "x"\n[entry]\nsolve = ["true"]\n')
     with pytest.raises(ProposalFailed, match="declares no knobs"):
         KnobsProposer(KnobsProposer.Config(), study_dir=tmp_path).propose(PARENT, ws, _context(tmp_path, "j"))
+
+
+def test_mutate_mode_changes_one_or_two_knobs_of_the_parent(tmp_path: Path) -> None:
+    proposer = KnobsProposer(KnobsProposer.Config(mode="mutate", mutate_k=2), study_dir=tmp_path)
+    counts = []
+    for i in range(8):
+        ws = _workspace(tmp_path, f"m{i}")
+        before = json.loads((ws / "knobs.json").read_text())
+        proposer.propose(PARENT, ws, _context(tmp_path, f"job-{i}"))
+        after = json.loads((ws / "knobs.json").read_text())
+        counts.append(sum(before[k] != after[k] for k in ("lr", "width", "opt")))
+    assert max(counts) <= 2 and sum(counts) > 0
+
+
+def test_global_mode_samples_every_knob(tmp_path: Path) -> None:
+    proposer = KnobsProposer(KnobsProposer.Config(mode="global"), study_dir=tmp_path)
+    ws = _workspace(tmp_path, "g")
+    proposer.propose(PARENT, ws, _context(tmp_path, "job-g"))
+    after = json.loads((ws / "knobs.json").read_text())
+    assert after["lr"] != 0.01 and after["width"] != 8

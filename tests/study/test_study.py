@@ -54,9 +54,15 @@ class Landscape:
         if self.fail_every and n % self.fail_every == 0:
             return ExpansionRejected("proposer produced garbage")
         with self.archive.checkout(job.parent_id) as ws:
-            q = min(1.0, float((ws / "quality.txt").read_text()) + random.Random(f"{job.parent_id}/{n}").uniform(-0.1, 0.3))
+            q = min(
+                1.0,
+                float((ws / "quality.txt").read_text())
+                + random.Random(f"{job.parent_id}/{n}").uniform(-0.1, 0.3),
+            )
             (ws / "quality.txt").write_text(f"{q}\n")
-            agent = self.archive.add_child(job.parent_id, ws, job_id=job.job_id, meta={"summary": f"q={q:.2f}"})
+            agent = self.archive.add_child(
+                job.parent_id, ws, job_id=job.job_id, meta={"summary": f"q={q:.2f}"}
+            )
         self.quality[agent.id] = q
         return Expanded(agent)
 

@@ -49,7 +49,9 @@ class TrainingSuite:
         if self.config.subset not in subsets:
             from metasearch.errors import ConfigError
 
-            raise ConfigError(f"suite.subset: unknown subset {self.config.subset!r}; allowed: {', '.join(sorted(subsets))}")
+            raise ConfigError(
+                f"suite.subset: unknown subset {self.config.subset!r}; allowed: {', '.join(sorted(subsets))}"
+            )
 
     def tasks(self, subset: str | None = None) -> Sequence[Task]:
         wanted = subset or self.config.subset
@@ -82,8 +84,15 @@ class TrainingSuite:
         np.save(dest / "train_x.npy", train_x)
         np.save(dest / "train_y.npy", train_y)
         np.save(dest / "test_x.npy", test_x)
-        info = {"task": task_id, "kind": spec["kind"], "classes": spec["classes"], "time_budget_s": self.config.time_budget_s,
-                "n_train": int(train_x.shape[0]), "n_test": int(test_x.shape[0]), "n_features": int(train_x.shape[1])}
+        info = {
+            "task": task_id,
+            "kind": spec["kind"],
+            "classes": spec["classes"],
+            "time_budget_s": self.config.time_budget_s,
+            "n_train": int(train_x.shape[0]),
+            "n_test": int(test_x.shape[0]),
+            "n_features": int(train_x.shape[1]),
+        }
         (dest / "task.json").write_text(json.dumps(info, indent=2) + "\n")
         (dest / "TASK.md").write_text(self._statement(name))
         (dest / "output").mkdir(exist_ok=True)
@@ -92,7 +101,13 @@ class TrainingSuite:
         name = _name(task_id)
         artifact_dir.mkdir(parents=True, exist_ok=True)
         spec = RunSpec(
-            command=["python3", "/grader/grade.py", name, repr(self.config.scale), "/artifact/predictions.npy"],
+            command=[
+                "python3",
+                "/grader/grade.py",
+                name,
+                repr(self.config.scale),
+                "/artifact/predictions.npy",
+            ],
             mounts=(Mount(GRADER_DIR, "/grader"), Mount(artifact_dir, "/artifact")),
             workdir="/grader",
             env={"PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"},
@@ -115,7 +130,12 @@ def parse_grader_output(result: object) -> TaskResult:
     except (ValueError, KeyError, TypeError) as exc:
         return TaskResult(score=0.0, error=f"grader output unreadable: {exc}")
     metrics = {k: float(v) for k, v in (data.get("metrics") or {}).items()}
-    return TaskResult(score=min(1.0, max(0.0, score)), metrics=metrics, flags=tuple(data.get("flags") or ()), error=data.get("error"))
+    return TaskResult(
+        score=min(1.0, max(0.0, score)),
+        metrics=metrics,
+        flags=tuple(data.get("flags") or ()),
+        error=data.get("error"),
+    )
 
 
 def _name(task_id: str) -> str:

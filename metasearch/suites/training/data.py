@@ -13,20 +13,55 @@ N_TRAIN = 1500
 N_TEST = 1000
 
 TASKS: dict[str, dict] = {
-    "spirals": {"kind": "classification", "classes": 2, "seed": 11, "subsets": ["default", "smoke"],
-                "description": "Two interleaved spirals in 2 informative dimensions plus 8 noisy distractors."},
-    "xor": {"kind": "classification", "classes": 2, "seed": 12, "subsets": ["default"],
-            "description": "The sign of a product of three features (a parity problem) among 9 features."},
-    "regression": {"kind": "regression", "classes": 0, "seed": 13, "subsets": ["default", "smoke"],
-                   "description": "A smooth nonlinear function of 4 features with noise, among 10 features."},
-    "multiclass": {"kind": "classification", "classes": 5, "seed": 14, "subsets": ["default"],
-                   "description": "Five warped clusters in 12 dimensions."},
-    "imbalanced": {"kind": "classification", "classes": 2, "seed": 15, "subsets": ["default"],
-                   "description": "A rare positive class (about 12%) on a ring; scored by balanced accuracy."},
-    "moons": {"kind": "classification", "classes": 2, "seed": 21, "subsets": ["heldout"],
-              "description": "Two noisy half-moons plus distractor features."},
-    "friedman": {"kind": "regression", "classes": 0, "seed": 22, "subsets": ["heldout"],
-                 "description": "The Friedman #1 regression function with noise."},
+    "spirals": {
+        "kind": "classification",
+        "classes": 2,
+        "seed": 11,
+        "subsets": ["default", "smoke"],
+        "description": "Two interleaved spirals in 2 informative dimensions plus 8 noisy distractors.",
+    },
+    "xor": {
+        "kind": "classification",
+        "classes": 2,
+        "seed": 12,
+        "subsets": ["default"],
+        "description": "The sign of a product of three features (a parity problem) among 9 features.",
+    },
+    "regression": {
+        "kind": "regression",
+        "classes": 0,
+        "seed": 13,
+        "subsets": ["default", "smoke"],
+        "description": "A smooth nonlinear function of 4 features with noise, among 10 features.",
+    },
+    "multiclass": {
+        "kind": "classification",
+        "classes": 5,
+        "seed": 14,
+        "subsets": ["default"],
+        "description": "Five warped clusters in 12 dimensions.",
+    },
+    "imbalanced": {
+        "kind": "classification",
+        "classes": 2,
+        "seed": 15,
+        "subsets": ["default"],
+        "description": "A rare positive class (about 12%) on a ring; scored by balanced accuracy.",
+    },
+    "moons": {
+        "kind": "classification",
+        "classes": 2,
+        "seed": 21,
+        "subsets": ["heldout"],
+        "description": "Two noisy half-moons plus distractor features.",
+    },
+    "friedman": {
+        "kind": "regression",
+        "classes": 0,
+        "seed": 22,
+        "subsets": ["heldout"],
+        "description": "The Friedman #1 regression function with noise.",
+    },
 }
 
 
@@ -95,8 +130,15 @@ def _friedman(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]
     return x, (y + rng.normal(0, 1.0, n)).astype(np.float32)
 
 
-_MAKERS = {"spirals": _spirals, "xor": _xor, "regression": _regression, "multiclass": _multiclass,
-           "imbalanced": _imbalanced, "moons": _moons, "friedman": _friedman}
+_MAKERS = {
+    "spirals": _spirals,
+    "xor": _xor,
+    "regression": _regression,
+    "multiclass": _multiclass,
+    "imbalanced": _imbalanced,
+    "moons": _moons,
+    "friedman": _friedman,
+}
 
 
 def score(name: str, predictions: np.ndarray, truth: np.ndarray) -> tuple[float, dict[str, float]]:

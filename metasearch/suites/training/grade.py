@@ -11,8 +11,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import numpy as np  # noqa: E402
-from data import generate, score  # noqa: E402
+import numpy as np
+from data import generate, score
 
 
 def main(argv: list[str]) -> dict:

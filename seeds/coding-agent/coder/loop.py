@@ -24,11 +24,17 @@ def load_knobs(root: Path) -> dict:
 
 def run_command(command: str, cwd: Path, timeout: float, limit: int) -> str:
     try:
-        done = subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            ["bash", "-c", command], cwd=cwd, capture_output=True, text=True, timeout=timeout
+        )
         out = f"exit code {done.returncode}\n{done.stdout}{done.stderr}"
     except subprocess.TimeoutExpired:
         out = f"timed out after {timeout:.0f}s"
-    return out if len(out) <= limit else out[: limit // 2] + "\n[... output truncated ...]\n" + out[-limit // 2 :]
+    return (
+        out
+        if len(out) <= limit
+        else out[: limit // 2] + "\n[... output truncated ...]\n" + out[-limit // 2 :]
+    )
 
 
 def episode(task: str, cwd: Path, knobs: dict, chat: Callable[..., str], log=sys.stdout) -> str | None:
@@ -39,13 +45,20 @@ def episode(task: str, cwd: Path, knobs: dict, chat: Callable[..., str], log=sys
         messages.append({"role": "assistant", "content": reply})
         print(f"--- step {step} model:\n{reply}", file=log, flush=True)
         if re.search(r"^SUBMIT\b", reply, re.MULTILINE):
-            return reply.split("SUBMIT", 1)[1].strip().splitlines()[0] if reply.split("SUBMIT", 1)[1].strip() else "done"
+            return (
+                reply.split("SUBMIT", 1)[1].strip().splitlines()[0]
+                if reply.split("SUBMIT", 1)[1].strip()
+                else "done"
+            )
         blocks = FENCE.findall(reply)
         if len(blocks) != 1:
             observation = "Reply with exactly one ```bash block, or SUBMIT when done."
         else:
             observation = run_command(
-                blocks[0], cwd, float(knobs.get("step_timeout_s", 120)), int(knobs.get("max_output_chars", 6000))
+                blocks[0],
+                cwd,
+                float(knobs.get("step_timeout_s", 120)),
+                int(knobs.get("max_output_chars", 6000)),
             )
         print(f"--- step {step} observation:\n{observation}", file=log, flush=True)
         messages.append({"role": "user", "content": observation})

@@ -16,7 +16,9 @@ def read_statement(task_dir: Path) -> str:
         path = task_dir / name
         if path.is_file():
             return path.read_text()
-    listing = "\n".join(sorted(str(p.relative_to(task_dir)) for p in task_dir.rglob("*") if p.is_file())[:200])
+    listing = "\n".join(
+        sorted(str(p.relative_to(task_dir)) for p in task_dir.rglob("*") if p.is_file())[:200]
+    )
     return f"No statement file was found. The task directory holds:\n{listing}"
 
 

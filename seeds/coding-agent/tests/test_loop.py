@@ -24,7 +24,9 @@ class LoopTest(unittest.TestCase):
 
     def test_format_errors_are_reported_and_steps_bounded(self):
         with tempfile.TemporaryDirectory() as tmp:
-            summary = episode("task", Path(tmp), {"max_steps": 2}, lambda m, temperature=0.0: "no block", log=io.StringIO())
+            summary = episode(
+                "task", Path(tmp), {"max_steps": 2}, lambda m, temperature=0.0: "no block", log=io.StringIO()
+            )
         self.assertIsNone(summary)
 
     def test_statement_files(self):

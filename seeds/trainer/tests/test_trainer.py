@@ -4,7 +4,6 @@ import unittest
 from pathlib import Path
 
 import numpy as np
-
 from trainer.solve import ROOT, load_knobs, train
 
 
@@ -35,9 +34,20 @@ class TrainerTest(unittest.TestCase):
         rng = np.random.default_rng(0)
         x = rng.normal(size=(400, 3)).astype(np.float32)
         y = (x[:, 0] > 0).astype(np.int64)
-        fixed = {"activation": "tanh", "batch_size": 64, "depth": 1, "dropout": 0.0, "epochs": 20, "hidden": 16,
-                 "lr": 0.01, "optimizer": "adam", "patience": 0, "schedule": "constant", "standardize": True,
-                 "weight_decay": 0.0}
+        fixed = {
+            "activation": "tanh",
+            "batch_size": 64,
+            "depth": 1,
+            "dropout": 0.0,
+            "epochs": 20,
+            "hidden": 16,
+            "lr": 0.01,
+            "optimizer": "adam",
+            "patience": 0,
+            "schedule": "constant",
+            "standardize": True,
+            "weight_decay": 0.0,
+        }
         with tempfile.TemporaryDirectory() as tmp:
             self._task(Path(tmp), x, y)
             pred = train(Path(tmp), fixed)

@@ -85,7 +85,7 @@ def train(task_dir: Path, knobs: dict) -> np.ndarray:
             break
     if best_state is not None:
         model.load_state_dict(best_state)
-    log(f"trained {epoch + 1} epochs in {time.monotonic() - started:.1f}s; last loss {float(loss):.4f}")
+    log(f"trained {epoch + 1} epochs in {time.monotonic() - started:.1f}s; last loss {loss.item():.4f}")
     model.eval()
     with torch.no_grad():
         out = model(torch.as_tensor(test_x).to(device)).cpu()

@@ -1,0 +1,119 @@
+"""SearchTree clade sums, pending and failure counts against brute-force recomputation."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from metasearch.schedulers.cmp import SearchTree
+
+Op = tuple[str, int, int, float]
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[Op]:
+    n_ops = draw(st.integers(1, 120))
+    ops: list[Op] = []
+    for _ in range(n_ops):
+        kind = draw(st.sampled_from(["add", "reserve", "result", "release", "exp_ok", "exp_fail"]))
+        ops.append((kind, draw(st.integers(0, 10_000)), draw(st.integers(0, 7)), draw(st.floats(0, 1))))
+    return ops
+
+
+def brute_force(parents: dict[str, str | None], results: dict[str, list[float]]) -> dict[str, tuple[float, int]]:
+    def clade(a: str) -> list[str]:
+        kids = [c for c, p in parents.items() if p == a]
+        return [a] + [d for k in kids for d in clade(k)]
+
+    return {a: (sum(sum(results[m]) for m in clade(a)), sum(len(results[m]) for m in clade(a))) for a in parents}
+
+
+@settings(max_examples=150, deadline=None)
+@given(histories())
+def test_clade_sums_match_brute_force(ops: list[Op]) -> None:
+    tree = SearchTree(capacity=2)  # force growth
+    parents: dict[str, str | None] = {"r": None}
+    tree.add_agent("r", None)
+    results: dict[str, list[float]] = {"r": []}
+    reserved: set[tuple[str, str]] = set()
+    done: set[tuple[str, str]] = set()
+    pending_exp: dict[str, int] = {}
+    failed: dict[str, int] = {}
+    for kind, pick, task_n, score in ops:
+        ids = list(parents)
+        agent = ids[pick % len(ids)]
+        task = f"t{task_n}"
+        if kind == "add":
+            new = f"a{len(ids)}"
+            tree.add_agent(new, agent)
+            parents[new] = agent
+            results[new] = []
+        elif kind == "reserve" and (agent, task) not in reserved | done:
+            tree.reserve(agent, task)
+            reserved.add((agent, task))
+        elif kind == "result" and (agent, task) not in done:
+            tree.add_result(agent, task, score)
+            reserved.discard((agent, task))
+            done.add((agent, task))
+            results[agent].append(score)
+        elif kind == "release" and (agent, task) in reserved:
+            tree.release(agent, task)
+            reserved.discard((agent, task))
+        elif kind in ("exp_ok", "exp_fail"):
+            tree.expansion_started(agent)
+            tree.expansion_finished(agent, failed=kind == "exp_fail")
+            failed[agent] = failed.get(agent, 0) + (kind == "exp_fail")
+            pending_exp[agent] = 0
+    expected = brute_force(parents, results)
+    for a in parents:
+        s, n = tree.clade(a)
+        assert s == pytest.approx(expected[a][0]) and n == expected[a][1]
+        assert tree.own(a) == (pytest.approx(sum(results[a])), len(results[a]))
+        assert tree.pending(a) == sum(1 for x, _ in reserved if x == a)
+        assert tree.failed_expansions(a) == failed.get(a, 0)
+        seen = {t for x, t in reserved | done if x == a}
+        assert tree.unseen_tasks(a, [f"t{i}" for i in range(8)]) == [f"t{i}" for i in range(8) if f"t{i}" not in seen]
+
+
+def test_a_pair_cannot_be_reserved_twice() -> None:
+    tree = SearchTree()
+    tree.add_agent("r", None)
+    tree.reserve("r", "t")
+    with pytest.raises(ValueError, match="already dispatched"):
+        tree.reserve("r", "t")
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        tree.add_result("r", "t", 1.5)
+
+
+def test_views_are_read_only() -> None:
+    tree = SearchTree()
+    tree.add_agent("r", None)
+    with pytest.raises(ValueError):
+        tree.view("own_s")[0] = 1.0
+
+
+def test_concurrent_updates_under_a_lock_lose_nothing() -> None:
+    tree = SearchTree()
+    tree.add_agent("r", None)
+    for i in range(20):
+        tree.add_agent(f"c{i}", "r" if i == 0 else f"c{i - 1}")
+    lock = threading.Lock()
+
+    def work(w: int) -> None:
+        for k in range(200):
+            with lock:
+                tree.reserve(f"c{(w + k) % 20}", f"w{w}-{k}")
+            with lock:
+                tree.add_result(f"c{(w + k) % 20}", f"w{w}-{k}", 0.5)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert tree.clade("r") == (pytest.approx(400.0), 800)
+    assert int(np.sum(tree.view("pending_evals"))) == 0
