@@ -196,7 +196,7 @@ def export(
     from metasearch.archive import GitArchive
 
     try:
-        with GitArchive.open(study_dir) as archive:
+        with GitArchive.open(study_dir, readonly=True) as archive:
             archive.export(agent_id, dest)
     except MetasearchError as exc:
         raise _fail(exc) from None

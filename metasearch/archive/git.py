@@ -80,7 +80,9 @@ class GitArchive:
         return cls(root, index, journal)
 
     @classmethod
-    def open(cls, root: Path, *, lease_timeout_s: float = 30.0) -> GitArchive:
+    def open(cls, root: Path, *, lease_timeout_s: float = 30.0, readonly: bool = False) -> GitArchive:
+        """Reopen a study: replay the journal, then (unless ``readonly``, for inspection while a run may be
+        live) repair what a crash left: orphan branches, stale worktrees, jobs of dead processes."""
         root = Path(root)
         if not (root / "journal.jsonl").is_file() or not (root / "repo").is_dir():
             raise ArchiveError(f"{root}: not a study directory (no journal.jsonl or repo/)")
@@ -88,6 +90,8 @@ class GitArchive:
         with journal.locked():
             index = journal.replay()
         archive = cls(root, index, journal)
+        if readonly:
+            return archive
         with journal.locked():
             archive._reconcile_branches()
             archive._clean_work()
@@ -120,7 +124,10 @@ class GitArchive:
     def _clean_work(self) -> None:
         for lock in (self.repo / ".git" / "refs").rglob("*.lock"):
             lock.unlink(missing_ok=True)
+        # Worktrees of crashed jobs; a worktree interrupted while being added is locked ("initializing")
+        # and `git worktree prune` would keep it, so drop the administrative entries directly.
         shutil.rmtree(self.root / "work", ignore_errors=True)
+        shutil.rmtree(self.repo / ".git" / "worktrees", ignore_errors=True)
         self._git("worktree", "prune")
 
     def _return_stale_jobs(self, lease_timeout_s: float) -> None:

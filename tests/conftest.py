@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+
+def docker_ready() -> str | None:
+    """None when a daemon answers and the sandbox image exists; otherwise why not."""
+    try:
+        from metasearch.sandboxes.images import default_image_tag, image_exists
+
+        if subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode != 0:
+            return "no Docker daemon answers"
+        if not image_exists(default_image_tag()):
+            return f"sandbox image {default_image_tag()} missing (run `metasearch images build`)"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"docker unavailable: {exc}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def docker_sandbox_factory():
+    reason = docker_ready()
+    if reason:
+        pytest.skip(reason)
+    from metasearch.sandboxes.docker import DockerSandbox
+
+    made: list[DockerSandbox] = []
+
+    def make(study: str = "pytest") -> DockerSandbox:
+        sandbox = DockerSandbox(DockerSandbox.Config(), study=study)
+        made.append(sandbox)
+        return sandbox
+
+    yield make
+    for sandbox in made:
+        sandbox.sweep(sandbox.study)
