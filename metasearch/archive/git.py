@@ -60,6 +60,7 @@ class GitArchive:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._lock = threading.RLock()
         self._excludes = self.repo / ".git" / "metasearch-excludes"
+        self._ignore_blob: str | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -198,8 +199,9 @@ class GitArchive:
         try:
             self._git("-c", f"core.excludesFile={self._excludes}", "add", "-A", "--", ".", env=env)
             if not (tree_dir / ".gitignore").exists():
-                blob = self._git("hash-object", "-w", "--stdin", input=IGNORED).strip()
-                self._git("update-index", "--add", "--cacheinfo", f"100644,{blob},.gitignore", env=env)
+                if self._ignore_blob is None:
+                    self._ignore_blob = self._git("hash-object", "-w", "--stdin", input=IGNORED).strip()
+                self._git("update-index", "--add", "--cacheinfo", f"100644,{self._ignore_blob},.gitignore", env=env)
             return self._git("write-tree", env=env).strip()
         finally:
             tmp_index.unlink(missing_ok=True)

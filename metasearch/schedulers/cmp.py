@@ -44,6 +44,7 @@ class SearchTree:
         self.failed: np.ndarray
         self.n_children: np.ndarray
         self.n_seen: np.ndarray
+        self.clade_size: np.ndarray
         self.parent = grown(None if first else self.parent, np.int64, -1)
         self.depth = grown(None if first else self.depth, np.int64)
         self.own_s = grown(None if first else self.own_s, np.float64)
@@ -55,6 +56,7 @@ class SearchTree:
         self.failed = grown(None if first else self.failed, np.int64)
         self.n_children = grown(None if first else self.n_children, np.int64)
         self.n_seen = grown(None if first else self.n_seen, np.int64)
+        self.clade_size = grown(None if first else self.clade_size, np.int64)
         self._cap = capacity
 
     def __len__(self) -> int:
@@ -81,6 +83,10 @@ class SearchTree:
         if p >= 0:
             self.children[p].append(n)
             self.n_children[p] += 1
+        j = n
+        while j >= 0:  # the agent and its ancestors gain one clade member
+            self.clade_size[j] += 1
+            j = int(self.parent[j])
 
     def reserve(self, agent_id: str, task_id: str) -> None:
         """An evaluation was dispatched: the pair is taken and visible as pending."""

@@ -1,7 +1,8 @@
 """``mcts``: tree search over the archive with progressive widening.
 
-Expansion: descend from a virtual root over the seeds. At an agent v with clade visits N(v), expand v
-when ``children(v) + expansions in flight at v < k * N(v) ** widening`` (progressive widening); otherwise
+Expansion: descend from a virtual root over the seeds. At an agent v whose clade holds S(v) designs (one
+more each time a descent passed through v and expanded below it), expand v when
+``children(v) + expansions in flight at v < k * S(v) ** widening`` (progressive widening); otherwise
 descend to the child with the best UCB1 score on clade values,
 ``clade_mean(c) + c_uct * sqrt(ln(N(v) + 1) / (N(c) + 1))`` (or a Thompson draw from the clade's Beta
 posterior with ``selection: thompson``). A leaf is expanded. Only agents with a finished evaluation are
@@ -41,11 +42,11 @@ class MCTSScheduler(HGMScheduler):
         node = self._pick(state, level, visits_here, rng)
         while True:
             kids = [c for c in tree.children[node] if c in eligible]
-            visits = float(tree.clade_n[node])
+            size = float(tree.clade_size[node])
             width = len(tree.children[node]) + int(tree.pending_expansions[node])
-            if not kids or width < self.config.widening_k * visits**self.config.widening:
+            if not kids or width < self.config.widening_k * size**self.config.widening:
                 return node
-            node = self._pick(state, kids, visits, rng)
+            node = self._pick(state, kids, float(tree.clade_n[node]), rng)
 
     def _pick(
         self, state: SearchState, options: list[int], parent_visits: float, rng: np.random.Generator

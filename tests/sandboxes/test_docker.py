@@ -21,8 +21,12 @@ def test_runs_with_the_locked_down_defaults(docker_sandbox_factory, tmp_path: Pa
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "m.py").write_text("print('ok')\n")
     spec = RunSpec(
-        command=["bash", "-c", "id -u; python3 /code/m.py; touch /code/x 2>&1 | head -1; touch /usr/x 2>&1 | head -1; "
-                 "python3 -c 'import torch, numpy; print(torch.__version__)'; ls /sys/class/net"],
+        command=[
+            "bash",
+            "-c",
+            "id -u; python3 /code/m.py; touch /code/x 2>&1 | head -1; touch /usr/x 2>&1 | head -1; "
+            "python3 -c 'import torch, numpy; print(torch.__version__)'; ls /sys/class/net",
+        ],
         mounts=(Mount(tmp_path / "code", "/code"),),
         labels={"metasearch.job": "job-defaults"},
     )
@@ -37,16 +41,27 @@ def test_runs_with_the_locked_down_defaults(docker_sandbox_factory, tmp_path: Pa
 
 def test_settings_reach_the_engine(docker_sandbox_factory) -> None:
     sandbox = docker_sandbox_factory()
-    spec = RunSpec(command=["true"], limits=Limits(cpus=0.5, memory_mb=256, pids=64), labels={"metasearch.job": "j-settings"})
+    spec = RunSpec(
+        command=["true"],
+        limits=Limits(cpus=0.5, memory_mb=256, pids=64),
+        labels={"metasearch.job": "j-settings"},
+    )
     container = sandbox.client.containers.create(**sandbox.create_kwargs(spec, ["true"], []))
     try:
         host = container.attrs["HostConfig"]
         assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] is True
         assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
-        assert host["NanoCpus"] == 500_000_000 and host["Memory"] == 256 << 20 and host["MemorySwap"] == 256 << 20
+        assert (
+            host["NanoCpus"] == 500_000_000
+            and host["Memory"] == 256 << 20
+            and host["MemorySwap"] == 256 << 20
+        )
         assert host["PidsLimit"] == 64
         assert container.attrs["Config"]["User"] == "65534:65534"
-        assert container.labels["metasearch.study"] == "pytest" and container.labels["metasearch.job"] == "j-settings"
+        assert (
+            container.labels["metasearch.study"] == "pytest"
+            and container.labels["metasearch.job"] == "j-settings"
+        )
     finally:
         container.remove(force=True)
 
@@ -63,21 +78,21 @@ def test_gpu_pool_is_exclusive_and_skips_reserved() -> None:
     pool = GPUPool(["0", "1", "2"], reserved=["0"])
     with pool.acquire(2) as a:
         assert sorted(a) == ["1", "2"]
-        with pytest.raises(InfrastructureError, match="no 1 GPU"):
-            with pool.acquire(1, timeout_s=0.2):
-                pass
+        with pytest.raises(InfrastructureError, match="no 1 GPU"), pool.acquire(1, timeout_s=0.2):
+            pass
     shared = GPUPool(["0"], per_gpu=2)
     with shared.acquire(1) as a, shared.acquire(1) as b:
         assert a == b == ["0"]
-    with pytest.raises(InfrastructureError, match="pool has 2"):
-        with GPUPool(["5", "6"]).acquire(3):
-            pass
+    with pytest.raises(InfrastructureError, match="pool has 2"), GPUPool(["5", "6"]).acquire(3):
+        pass
 
 
 def test_timeout_really_kills_the_container(docker_sandbox_factory) -> None:
     sandbox = docker_sandbox_factory("pytest-timeout")
     started = time.monotonic()
-    result = sandbox.run(RunSpec(command=["sleep", "600"], limits=Limits(timeout_s=2), labels={"metasearch.job": "j-to"}))
+    result = sandbox.run(
+        RunSpec(command=["sleep", "600"], limits=Limits(timeout_s=2), labels={"metasearch.job": "j-to"})
+    )
     assert result.timed_out and result.reason == "timeout after 2s"
     assert time.monotonic() - started < 30
     assert not sandbox.client.containers.list(all=True, filters={"label": "metasearch.study=pytest-timeout"})
@@ -96,7 +111,9 @@ def test_session_keeps_state_between_commands(docker_sandbox_factory, tmp_path: 
 
 def test_missing_image_is_an_infrastructure_error(docker_sandbox_factory) -> None:
     sandbox = docker_sandbox_factory()
-    broken = DockerSandbox(DockerSandbox.Config(image="metasearch-sandbox:does-not-exist"), study="pytest", client=sandbox.client)
+    broken = DockerSandbox(
+        DockerSandbox.Config(image="metasearch-sandbox:does-not-exist"), study="pytest", client=sandbox.client
+    )
     with pytest.raises(InfrastructureError, match="never pulled"):
         broken.run(RunSpec(command=["true"]))
 

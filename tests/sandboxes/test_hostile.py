@@ -16,7 +16,13 @@ TIGHT = Limits(cpus=0.5, memory_mb=256, pids=64, timeout_s=8, output_bytes=100_0
 
 
 def run(sandbox, script: str, *, mounts=(), limits: Limits = TIGHT, env=None) -> ExecResult:
-    spec = RunSpec(command=["bash", "-c", script], mounts=mounts, limits=limits, env=env or {}, labels={"metasearch.job": "hostile"})
+    spec = RunSpec(
+        command=["bash", "-c", script],
+        mounts=mounts,
+        limits=limits,
+        env=env or {},
+        labels={"metasearch.job": "hostile"},
+    )
     return sandbox.run(spec)
 
 
@@ -52,7 +58,9 @@ def test_infinite_loop_times_out(sandbox) -> None:
 
 
 def test_a_gigabyte_of_output_is_capped(sandbox) -> None:
-    result = run(sandbox, "head -c 1G /dev/zero | tr '\\0' x; echo", limits=Limits(timeout_s=180, output_bytes=50_000))
+    result = run(
+        sandbox, "head -c 1G /dev/zero | tr '\\0' x; echo", limits=Limits(timeout_s=180, output_bytes=50_000)
+    )
     assert result.truncated and len(result.stdout) < 60_000
     assert "bytes of output dropped" in result.stdout
 
@@ -64,7 +72,7 @@ def test_network_egress_fails(sandbox) -> None:
         "try:\n    s.connect(('1.1.1.1', 53)); print('CONNECTED')\n"
         "except OSError as e:\n    print('blocked', e.errno)\n"
     )
-    result = run(sandbox, f"python3 -c \"{code}\"")
+    result = run(sandbox, f'python3 -c "{code}"')
     assert result.ok and "blocked" in result.stdout and "CONNECTED" not in result.stdout
 
 
@@ -86,7 +94,9 @@ def test_writes_outside_the_workspace_fail(sandbox, tmp_path: Path) -> None:
 
 def test_host_files_and_secrets_are_invisible(sandbox, monkeypatch) -> None:
     monkeypatch.setenv("METASEARCH_HOST_SECRET", "s3cr3t")
-    result = run(sandbox, "env; ls /root 2>&1; cat /proc/1/environ 2>&1 | tr '\\0' '\\n'; ls /work/main 2>&1 || true")
+    result = run(
+        sandbox, "env; ls /root 2>&1; cat /proc/1/environ 2>&1 | tr '\\0' '\\n'; ls /work/main 2>&1 || true"
+    )
     assert "s3cr3t" not in result.stdout and "METASEARCH_HOST_SECRET" not in result.stdout
     assert "pyproject.toml" not in result.stdout
 

@@ -26,12 +26,14 @@ def test_path_map_leaves_lookalikes_alone(tmp_path: Path) -> None:
     paths = PathMap(tmp_path / "root", [Mount(tmp_path, "/task")])
     assert paths("/taskforce") == "/taskforce"
     assert paths("/task/a").endswith("root/task/a")
-    assert paths("--out=/task") .endswith("root/task")
+    assert paths("--out=/task").endswith("root/task")
 
 
 def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     marker = tmp_path / "alive"
-    code = f"import subprocess,time; subprocess.Popen(['bash','-c','sleep 3; touch {marker}']); time.sleep(60)"
+    code = (
+        f"import subprocess,time; subprocess.Popen(['bash','-c','sleep 3; touch {marker}']); time.sleep(60)"
+    )
     started = time.monotonic()
     result = LocalSandbox().run(RunSpec(command=["python3", "-c", code], limits=Limits(timeout_s=1)))
     assert result.timed_out and result.reason == "timeout after 1s"
@@ -53,7 +55,9 @@ def test_host_secrets_do_not_leak(monkeypatch) -> None:
 
 
 def test_session_runs_several_commands(tmp_path: Path) -> None:
-    with LocalSandbox().session(RunSpec(command=["true"], mounts=(Mount(tmp_path, "/w", read_only=False),), workdir="/w")) as s:
+    with LocalSandbox().session(
+        RunSpec(command=["true"], mounts=(Mount(tmp_path, "/w", read_only=False),), workdir="/w")
+    ) as s:
         assert s.exec(["bash", "-c", "echo 1 > f"]).ok
         assert s.exec(["cat", "f"]).stdout == "1\n"
         assert s.exec(["sleep", "5"], timeout_s=0.5).timed_out

@@ -24,12 +24,16 @@ def histories(draw: st.DrawFn) -> list[Op]:
     return ops
 
 
-def brute_force(parents: dict[str, str | None], results: dict[str, list[float]]) -> dict[str, tuple[float, int]]:
+def brute_force(
+    parents: dict[str, str | None], results: dict[str, list[float]]
+) -> dict[str, tuple[float, int]]:
     def clade(a: str) -> list[str]:
         kids = [c for c, p in parents.items() if p == a]
         return [a] + [d for k in kids for d in clade(k)]
 
-    return {a: (sum(sum(results[m]) for m in clade(a)), sum(len(results[m]) for m in clade(a))) for a in parents}
+    return {
+        a: (sum(sum(results[m]) for m in clade(a)), sum(len(results[m]) for m in clade(a))) for a in parents
+    }
 
 
 @settings(max_examples=150, deadline=None)
@@ -76,7 +80,9 @@ def test_clade_sums_match_brute_force(ops: list[Op]) -> None:
         assert tree.pending(a) == sum(1 for x, _ in reserved if x == a)
         assert tree.failed_expansions(a) == failed.get(a, 0)
         seen = {t for x, t in reserved | done if x == a}
-        assert tree.unseen_tasks(a, [f"t{i}" for i in range(8)]) == [f"t{i}" for i in range(8) if f"t{i}" not in seen]
+        assert tree.unseen_tasks(a, [f"t{i}" for i in range(8)]) == [
+            f"t{i}" for i in range(8) if f"t{i}" not in seen
+        ]
 
 
 def test_a_pair_cannot_be_reserved_twice() -> None:

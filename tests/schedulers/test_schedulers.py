@@ -83,7 +83,10 @@ def test_hgm_initial_expansions_go_to_the_seed() -> None:
     tree.add_agent("s", None)
     hgm = make("hgm", initial_expansions=3)
     rng = np.random.default_rng(0)
-    assert all(isinstance(j, Expand) and j.parent_id == "s" for j in (hgm.next_job(state(tree, 0, k), rng) for k in range(3)))
+    assert all(
+        isinstance(j, Expand) and j.parent_id == "s"
+        for j in (hgm.next_job(state(tree, 0, k), rng) for k in range(3))
+    )
 
 
 def test_hgm_back_pressure_when_nothing_is_possible() -> None:
@@ -102,7 +105,13 @@ def test_hgm_parents_follow_clade_not_own_score() -> None:
     tree.add_agent("kid", "weak")
     tree.add_agent("grandkid", "kid")
     for i, t in enumerate(TASKS):
-        scores = (("weak", float(i < 4)), ("strong", float(i < 10)), ("kid", 1.0), ("grandkid", 1.0), ("s", 0.5))
+        scores = (
+            ("weak", float(i < 4)),
+            ("strong", float(i < 10)),
+            ("kid", 1.0),
+            ("grandkid", 1.0),
+            ("s", 0.5),
+        )
         for agent, score in scores:
             tree.add_result(agent, t, score)
     hgm = make("hgm", initial_expansions=0)

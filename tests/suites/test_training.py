@@ -14,8 +14,17 @@ from metasearch.suites.training import TrainingSuite
 from metasearch.suites.training.data import TASKS, generate, score
 
 SEEDS = Path(__file__).resolve().parents[2] / "seeds"
-GOOD = {"optimizer": "adam", "lr": 0.003, "standardize": True, "hidden": 128, "depth": 2, "activation": "relu",
-        "epochs": 200, "patience": 20, "schedule": "cosine"}
+GOOD = {
+    "optimizer": "adam",
+    "lr": 0.003,
+    "standardize": True,
+    "hidden": 128,
+    "depth": 2,
+    "activation": "relu",
+    "epochs": 200,
+    "patience": 20,
+    "schedule": "cosine",
+}
 BAD = {"optimizer": "sgd", "lr": 0.0003, "standardize": False, "hidden": 8, "depth": 1, "epochs": 5}
 
 
@@ -24,16 +33,26 @@ def test_data_are_deterministic_and_hidden_labels_stay_hidden(tmp_path: Path) ->
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
     suite = TrainingSuite()
     suite.prepare("training/spirals", tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["TASK.md", "output", "task.json", "test_x.npy", "train_x.npy", "train_y.npy"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "TASK.md",
+        "output",
+        "task.json",
+        "test_x.npy",
+        "train_x.npy",
+        "train_y.npy",
+    ]
     assert np.array_equal(np.load(tmp_path / "test_x.npy"), a[2])
     assert json.loads((tmp_path / "task.json").read_text())["classes"] == 2
 
 
 def test_subsets() -> None:
-    assert [t.id for t in TrainingSuite(TrainingSuite.Config(subset="smoke")).tasks()] == ["training/spirals", "training/regression"]
+    assert [t.id for t in TrainingSuite(TrainingSuite.Config(subset="smoke")).tasks()] == [
+        "training/spirals",
+        "training/regression",
+    ]
     heldout = {t.id for t in TrainingSuite(TrainingSuite.Config(subset="heldout")).tasks()}
     assert heldout.isdisjoint({t.id for t in TrainingSuite().tasks()}) and heldout
-    with pytest.raises(ConfigError, match="suite.subset"):
+    with pytest.raises(ConfigError, match=r"suite\.subset"):
         TrainingSuite(TrainingSuite.Config(subset="nope"))
 
 
@@ -48,7 +67,12 @@ def test_score_mapping() -> None:
 
 @pytest.mark.parametrize(
     ("content", "needle"),
-    [(None, "no predictions"), (b"garbage", "unreadable"), (np.zeros(3), "shape"), (np.full(1000, np.nan), "NaN")],
+    [
+        (None, "no predictions"),
+        (b"garbage", "unreadable"),
+        (np.zeros(3), "shape"),
+        (np.full(1000, np.nan), "NaN"),
+    ],
 )
 def test_grading_bad_artifacts_scores_zero_with_a_reason(tmp_path: Path, content, needle: str) -> None:
     out = tmp_path / "output"
@@ -77,9 +101,15 @@ def _run_trainer(tmp_path: Path, knobs: dict, task_id: str) -> float:
     task_dir = tmp_path / task_id.replace("/", "_") / str(len(knobs))
     suite.prepare(task_id, task_dir)
     sandbox = LocalSandbox()
-    run = sandbox.run(RunSpec(command=["python3", "-m", "trainer.solve", "/task"],
-                              mounts=(Mount(agent, "/agent"), Mount(task_dir, "/task", read_only=False)),
-                              workdir="/agent", env={"PYTHONPATH": "/agent"}, limits=Limits(timeout_s=120)))
+    run = sandbox.run(
+        RunSpec(
+            command=["python3", "-m", "trainer.solve", "/task"],
+            mounts=(Mount(agent, "/agent"), Mount(task_dir, "/task", read_only=False)),
+            workdir="/agent",
+            env={"PYTHONPATH": "/agent"},
+            limits=Limits(timeout_s=120),
+        )
+    )
     assert run.ok, run.stderr[-2000:]
     return suite.grade(task_id, task_dir / "output", sandbox).score
 

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from metasearch.registry import SCHEDULERS
+from metasearch.sim import default_family, simulate
+from metasearch.sim.bench import run
+from metasearch.sim.engine import cmp_correlations
+
+
+@pytest.mark.parametrize("name", SCHEDULERS.names())
+def test_simulation_spends_the_budget_and_reports_truth(name: str) -> None:
+    cls = SCHEDULERS.resolve(name)
+    result = simulate(
+        default_family(np.random.default_rng(3)), cls(cls.Config()), budget=150, workers=4, n_tasks=20, seed=3
+    )
+    assert result.evaluations == 150
+    assert result.final in result.truth and 0 < result.final_quality <= result.best_quality <= 1
+    assert sum(result.tree.own(a)[1] for a in result.tree.ids) == 150
+    assert len(result.tree) == result.expansions - result.failed + 1
+
+
+def test_same_seed_same_landscape_across_schedulers() -> None:
+    roots = []
+    for name in ("hgm", "random"):
+        cls = SCHEDULERS.resolve(name)
+        landscape = default_family(np.random.default_rng([7, 0]))
+        roots.append(
+            simulate(landscape, cls(cls.Config()), budget=30, workers=2, n_tasks=10, seed=7).truth["a0"]
+        )
+    assert roots[0] == roots[1]
+
+
+def test_cmp_correlation_is_defined_on_a_real_tree() -> None:
+    cls = SCHEDULERS.resolve("hgm")
+    result = simulate(
+        default_family(np.random.default_rng(1)), cls(cls.Config()), budget=400, workers=4, n_tasks=40, seed=1
+    )
+    clade, own, used = cmp_correlations(result.tree)
+    assert used >= 3 and -1 <= clade <= 1 and -1 <= own <= 1
+
+
+def test_bench_json_has_the_documented_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        run(
+            [
+                "--seeds",
+                "4",
+                "--budget",
+                "60",
+                "--workers",
+                "2",
+                "--tasks",
+                "10",
+                "--schedulers",
+                "hgm,greedy",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["scheduler"] for r in rows] == ["hgm", "greedy"]
+    for key in (
+        "final_quality_mean",
+        "final_quality_ci95",
+        "best_quality_mean",
+        "evaluations",
+        "expansions",
+        "cmp_correlation",
+        "diff_vs_hgm_mean",
+        "diff_vs_hgm_ci95",
+    ):
+        assert key in rows[1]
+    assert rows[0]["diff_vs_hgm_mean"] == 0.0
+
+
+def test_custom_landscape_factory(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        run(
+            [
+                "--landscape",
+                "metasearch.sim.landscape:default_family",
+                "--seeds",
+                "2",
+                "--budget",
+                "30",
+                "--schedulers",
+                "hgm",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)[0]["evaluations"] == 30
