@@ -26,11 +26,20 @@ def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
 
 
 def start(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([*CLI, *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [*CLI, *args],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def journal(study: Path) -> list[dict]:
-    return [json.loads(line) for line in (study / "journal.jsonl").read_text().splitlines() if line.endswith("}")]
+    return [
+        json.loads(line) for line in (study / "journal.jsonl").read_text().splitlines() if line.endswith("}")
+    ]
 
 
 def check_consistent(study: Path, budget: int) -> dict:
@@ -42,24 +51,54 @@ def check_consistent(study: Path, budget: int) -> dict:
     status = json.loads(cli("status", str(study), "--json").stdout)
     assert status["budget"]["evaluations"] == [budget, budget]
     assert status["running"] == 0
-    fsck = subprocess.run(["git", "-C", str(study / "repo"), "fsck", "--full"], capture_output=True, text=True)
+    fsck = subprocess.run(
+        ["git", "-C", str(study / "repo"), "fsck", "--full"], capture_output=True, text=True
+    )
     assert fsck.returncode == 0, fsck.stderr
-    refs = subprocess.run(["git", "-C", str(study / "repo"), "for-each-ref", "--format=%(refname:strip=3)", "refs/heads/agents/"],
-                          capture_output=True, text=True, check=True).stdout.split()
+    refs = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(study / "repo"),
+            "for-each-ref",
+            "--format=%(refname:strip=3)",
+            "refs/heads/agents/",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     agents = [e["agent"]["id"] for e in events if e["op"] == "agent_added"]
     assert sorted(refs) == sorted(agents), "journal agents and branches differ"
-    leftover = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=metasearch.study={study.name}"], capture_output=True, text=True)
+    leftover = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=metasearch.study={study.name}"],
+        capture_output=True,
+        text=True,
+    )
     assert leftover.stdout.strip() == "", "containers were left behind"
     return status
 
 
 def test_quickstart_config_runs_a_small_study_in_docker(docker_sandbox_factory, tmp_path: Path) -> None:
-    result = cli("run", "configs/quickstart.yaml", *SMALL, "-o", "budget.evaluations=6", "-o", "sandbox.name=docker",
-                 "--archive-dir", str(tmp_path), "--study", "e2e")
+    result = cli(
+        "run",
+        "configs/quickstart.yaml",
+        *SMALL,
+        "-o",
+        "budget.evaluations=6",
+        "-o",
+        "sandbox.name=docker",
+        "--archive-dir",
+        str(tmp_path),
+        "--study",
+        "e2e",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     study = tmp_path / "e2e"
     status = check_consistent(study, 6)
-    assert status["agents"] >= 2 and status["evaluations"] >= 6 + 2  # the seed's free evaluations on both tasks
+    assert (
+        status["agents"] >= 2 and status["evaluations"] >= 6 + 2
+    )  # the seed's free evaluations on both tasks
     best = json.loads(cli("best", str(study), "--json").stdout)
     assert best["agent_id"] in cli("tree", str(study)).stdout and best["seed_mean"] is not None
     assert (study / "optuna.journal").exists() and (study / "config.yaml").exists()
@@ -67,8 +106,18 @@ def test_quickstart_config_runs_a_small_study_in_docker(docker_sandbox_factory, 
 
 def test_sigkill_then_resume_until_the_budget_is_spent(docker_sandbox_factory, tmp_path: Path) -> None:
     budget = 14
-    args = ["configs/quickstart.yaml", *SMALL, "-o", f"budget.evaluations={budget}", "-o", "sandbox.name=docker",
-            "--archive-dir", str(tmp_path), "--study", "crashy"]
+    args = [
+        "configs/quickstart.yaml",
+        *SMALL,
+        "-o",
+        f"budget.evaluations={budget}",
+        "-o",
+        "sandbox.name=docker",
+        "--archive-dir",
+        str(tmp_path),
+        "--study",
+        "crashy",
+    ]
     study = tmp_path / "crashy"
     rng = random.Random(1)
     proc = start("run", *args)
@@ -76,21 +125,42 @@ def test_sigkill_then_resume_until_the_budget_is_spent(docker_sandbox_factory, t
         time.sleep(rng.uniform(4, 12))
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        assert (study / "journal.jsonl").exists(), f"kill {kill}: the study never started: {proc.stderr.read() if proc.stderr else ''}"
+        assert (study / "journal.jsonl").exists(), (
+            f"kill {kill}: the study never started: {proc.stderr.read() if proc.stderr else ''}"
+        )
         proc = start("resume", str(study))
     proc.wait(timeout=600)
     final = cli("resume", str(study))  # a resume after the budget is spent finishes at once
     assert final.returncode == 0, final.stderr[-3000:]
-    kills = sum(1 for e in journal(study) if e["op"] == "job_abandoned" and e["reason"].startswith("stale lease"))
+    kills = sum(
+        1 for e in journal(study) if e["op"] == "job_abandoned" and e["reason"].startswith("stale lease")
+    )
     status = check_consistent(study, budget)
     assert status["finished"].startswith("budget exhausted")
     assert kills >= 1, "at least one kill should have caught jobs in flight"
 
 
 def test_ctrl_c_stops_gracefully_with_a_summary(docker_sandbox_factory, tmp_path: Path) -> None:
-    proc = subprocess.Popen([*CLI, "run", "configs/quickstart.yaml", *SMALL, "-o", "budget.evaluations=200", "-o", "sandbox.name=docker",
-                             "--archive-dir", str(tmp_path), "--study", "ctrlc"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            *CLI,
+            "run",
+            "configs/quickstart.yaml",
+            *SMALL,
+            "-o",
+            "budget.evaluations=200",
+            "-o",
+            "sandbox.name=docker",
+            "--archive-dir",
+            str(tmp_path),
+            "--study",
+            "ctrlc",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(15)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=300)
@@ -99,5 +169,9 @@ def test_ctrl_c_stops_gracefully_with_a_summary(docker_sandbox_factory, tmp_path
     events = journal(tmp_path / "ctrlc")
     assert events[-1]["op"] == "study_finished" and events[-1]["reason"] == "interrupted"
     started = {e["job_id"] for e in events if e["op"] == "job_started"}
-    closed = {e["job_id"] for e in events if e["op"] in ("evaluation_recorded", "agent_added", "expansion_failed", "job_abandoned")}
+    closed = {
+        e["job_id"]
+        for e in events
+        if e["op"] in ("evaluation_recorded", "agent_added", "expansion_failed", "job_abandoned")
+    }
     assert started <= closed, "in-flight jobs were neither finished nor returned to the queue"
