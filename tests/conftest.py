@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -22,6 +23,8 @@ def docker_ready() -> str | None:
 @pytest.fixture(scope="session")
 def docker_sandbox_factory():
     reason = docker_ready()
+    if reason and os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the Docker tests, but {reason}")
     if reason:
         pytest.skip(reason)
     from metasearch.sandboxes.docker import DockerSandbox
