@@ -23,8 +23,22 @@ STUDY = "bench-sandbox"
 def raw_run(image: str) -> float:
     started = time.perf_counter()
     subprocess.run(
-        ["docker", "run", "--rm", "--network", "none", "--read-only", "--cap-drop", "ALL", "--user", "65534:65534", image, "true"],
-        check=True, capture_output=True,
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--read-only",
+            "--cap-drop",
+            "ALL",
+            "--user",
+            "65534:65534",
+            image,
+            "true",
+        ],
+        check=True,
+        capture_output=True,
     )
     return time.perf_counter() - started
 
@@ -46,8 +60,15 @@ def run(argv: list[str] | None = None) -> int:
     for _ in range(args.jobs):  # interleaved, so drift on the machine hits both alike
         raw.append(raw_run(sandbox.image))
         ours.append(sandbox_run(sandbox))
-    rows = [{"measure": "trivial job, median s", "raw docker run": statistics.median(raw), "DockerSandbox": statistics.median(ours),
-             "ratio": statistics.median(ours) / statistics.median(raw), "target": "<= 1.3x"}]
+    rows = [
+        {
+            "measure": "trivial job, median s",
+            "raw docker run": statistics.median(raw),
+            "DockerSandbox": statistics.median(ours),
+            "ratio": statistics.median(ours) / statistics.median(raw),
+            "target": "<= 1.3x",
+        }
+    ]
     base_rate = None
     for workers in (1, 2, 4):
         started = time.perf_counter()
@@ -55,8 +76,15 @@ def run(argv: list[str] | None = None) -> int:
             list(pool.map(lambda _: sandbox_run(sandbox), range(args.jobs)))
         rate = args.jobs / (time.perf_counter() - started)
         base_rate = base_rate or rate
-        rows.append({"measure": f"throughput, {workers} worker(s), jobs/s", "raw docker run": None, "DockerSandbox": rate,
-                     "ratio": rate / base_rate, "target": "vs 1 worker"})
+        rows.append(
+            {
+                "measure": f"throughput, {workers} worker(s), jobs/s",
+                "raw docker run": None,
+                "DockerSandbox": rate,
+                "ratio": rate / base_rate,
+                "target": "vs 1 worker",
+            }
+        )
     sandbox.sweep(STUDY)
     if args.json:
         print(json.dumps(rows))

@@ -69,6 +69,10 @@ def study_dir_for(resolved: ResolvedConfig, archive_dir: str | None, study: str 
 
 def preflight(resolved: ResolvedConfig) -> list[Path]:
     """Checks that need no side effects: the seeds exist and their manifests parse."""
+    if resolved.config.executor.name != "threads":
+        raise ConfigError(
+            f"executor.name: {resolved.config.executor.name!r} is not available in this version; allowed: threads"
+        )
     seeds = [resolve_seed(s) for s in resolved.config.study.seeds]
     for path in seeds:
         load_manifest(path)
@@ -77,6 +81,9 @@ def preflight(resolved: ResolvedConfig) -> list[Path]:
 
 def create(resolved: ResolvedConfig, study_dir: Path, *, callbacks: Sequence[Callback] = ()) -> Launched:
     seeds = preflight(resolved)
+    # Build the plugins once before anything is written, so a plugin that cannot work fails cleanly.
+    resolved.plugins["suite"].create()
+    resolved.plugins["proposer"].create(study_dir=study_dir, llm=resolved.config.llm)
     archive = GitArchive.create(study_dir, study=study_dir.name, config_text=resolved.to_yaml())
     try:
         for path in seeds:

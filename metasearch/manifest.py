@@ -50,14 +50,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class FloatKnob(_Strict):
-    type: Literal["float"]
+class _RangeKnob(_Strict):
     low: float
     high: float
     log: bool = False
 
     @model_validator(mode="after")
-    def _range(self) -> FloatKnob:
+    def _range(self) -> _RangeKnob:
         if not self.low < self.high:
             raise ValueError(f"low ({self.low}) must be below high ({self.high})")
         if self.log and self.low <= 0:
@@ -65,19 +64,14 @@ class FloatKnob(_Strict):
         return self
 
 
-class IntKnob(_Strict):
+class FloatKnob(_RangeKnob):
+    type: Literal["float"]
+
+
+class IntKnob(_RangeKnob):
     type: Literal["int"]
     low: int
     high: int
-    log: bool = False
-
-    @model_validator(mode="after")
-    def _range(self) -> IntKnob:
-        if not self.low < self.high:
-            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
-        if self.log and self.low <= 0:
-            raise ValueError("log-scaled knobs need low > 0")
-        return self
 
 
 class CategoricalKnob(_Strict):

@@ -57,6 +57,13 @@ class ChatModel(Protocol):
     def chat(self, messages: list[dict[str, str]], *, job_id: str | None = None, **kw: Any) -> ChatResult: ...
 
 
+def _require_llm_client() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("metasearch.llm.client") is None:
+        raise ConfigError("proposer.name: 'llm' needs the LLM client, which is not available in this version")
+
+
 class LLMProposer:
     class Config(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -73,6 +80,8 @@ class LLMProposer:
     ) -> None:
         self.config = config
         self.study_dir = Path(study_dir)
+        if model is None:
+            _require_llm_client()
         self._model = model
         self._llm_section = llm
         self._lock = threading.Lock()

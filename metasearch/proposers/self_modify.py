@@ -34,6 +34,12 @@ class SelfModifyProposer:
         context_chars: int = Field(30_000, ge=1_000)
 
     def __init__(self, config: Config, *, study_dir: Path, llm: Any = None, **_: Any) -> None:
+        import importlib.util
+
+        if importlib.util.find_spec("metasearch.llm.gateway") is None:
+            raise ConfigError(
+                "proposer.name: 'self' needs the LLM gateway, which is not available in this version"
+            )
         self.config = config
         self.study_dir = Path(study_dir)
         self.llm = llm
