@@ -45,6 +45,10 @@ class Launched:
         sweep = getattr(self.sandbox, "sweep", None)
         if callable(sweep):
             sweep(self.archive.study)
+        if self.resolved.config.executor.name == "ray":
+            from metasearch.sandboxes.ray_executor import stop_ray
+
+            stop_ray()
         self.archive.close()
 
 
@@ -69,10 +73,6 @@ def study_dir_for(resolved: ResolvedConfig, archive_dir: str | None, study: str 
 
 def preflight(resolved: ResolvedConfig) -> list[Path]:
     """Checks that need no side effects: the seeds exist and their manifests parse."""
-    if resolved.config.executor.name != "threads":
-        raise ConfigError(
-            f"executor.name: {resolved.config.executor.name!r} is not available in this version; allowed: threads"
-        )
     seeds = [resolve_seed(s) for s in resolved.config.study.seeds]
     for path in seeds:
         load_manifest(path)
@@ -129,15 +129,29 @@ def _assemble(resolved: ResolvedConfig, archive: GitArchive, callbacks: Sequence
         output_bytes=cfg.sandbox.output_bytes,
         tmp_mb=cfg.sandbox.tmp_mb,
     )
-    runner = Runner(
-        archive=archive,
-        suite=suite,
-        sandbox=sandbox,
-        proposer=proposer,
-        proposer_name=cfg.proposer.name,
-        tasks=tasks,
-        limits=limits,
-    )
+    common: dict[str, Any] = {
+        "archive": archive,
+        "suite": suite,
+        "sandbox": sandbox,
+        "proposer": proposer,
+        "proposer_name": cfg.proposer.name,
+        "tasks": tasks,
+        "limits": limits,
+    }
+    runner: Runner
+    if cfg.executor.name == "ray":
+        from metasearch.sandboxes.ray_executor import RayRunner, start_ray
+
+        start_ray(cfg.executor)
+        runner = RayRunner(
+            **common,
+            executor=cfg.executor,
+            sandbox_section=cfg.sandbox,
+            suite_name=cfg.suite.name,
+            suite_options=cfg.suite.options(),
+        )
+    else:
+        runner = Runner(**common)
     study = Study(
         archive,
         scheduler,

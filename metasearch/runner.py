@@ -21,7 +21,7 @@ from metasearch.manifest import load_manifest
 from metasearch.proposers.base import ProposalContext, ProposalFailed, Proposer
 from metasearch.proposers.gate import GateConfig, check
 from metasearch.sandboxes.protocol import ExecResult, Limits, Mount, RunSpec, Sandbox
-from metasearch.suites.protocol import Suite, Task
+from metasearch.suites.protocol import Suite, Task, TaskResult
 from metasearch.types import Agent, Evaluate, Evaluation, Expand, Job
 
 log = logging.getLogger(__name__)
@@ -66,40 +66,10 @@ class Runner:
         task = self.tasks[job.task_id]
         log_dir = self.archive.log_dir(job.job_id)
         started = time.monotonic()
-
-        def failed(reason: str) -> Evaluated:
-            return Evaluated(self._evaluation(job, 0.0, started, log_dir, error=reason))
-
-        with (
-            self.archive.checkout(job.agent_id) as agent_dir,
-            tempfile.TemporaryDirectory(prefix="ms-task-") as tmp,
-        ):
-            try:
-                manifest = load_manifest(agent_dir)
-            except ConfigError as exc:
-                return failed(f"invalid manifest: {exc}")
-            task_dir = Path(tmp) / "task"
-            task_dir.mkdir()
-            self.suite.prepare(task.id, task_dir)
-            _open_for_sandbox_user(task_dir)
-            spec = RunSpec(
-                command=manifest.command("solve", task_dir=TASK_MOUNT, agent_dir=AGENT_MOUNT),
-                mounts=(
-                    Mount(agent_dir, AGENT_MOUNT, read_only=True),
-                    Mount(task_dir, TASK_MOUNT, read_only=False),
-                ),
-                workdir=AGENT_MOUNT,
-                env=agent_env(),
-                limits=replace(self.limits, timeout_s=task.timeout_s),
-                labels=self._labels(job),
+        with self.archive.checkout(job.agent_id) as agent_dir:
+            graded = evaluate_in_sandbox(
+                agent_dir, task, self.suite, self.sandbox, self.limits, self._labels(job), log_dir
             )
-            result = self.sandbox.run(spec)
-            _write_log(log_dir / "agent.log", result)
-            artifact = task_dir / self.suite.artifact_path
-            _keep_artifact(artifact, log_dir / "artifact")
-            if not result.ok:
-                return failed(f"agent run failed: {result.reason or f'exit code {result.exit_code}'}")
-            graded = self.suite.grade(task.id, artifact, self.sandbox)
         return Evaluated(
             self._evaluation(
                 job,
@@ -200,6 +170,51 @@ class Runner:
                 "task_statements": {t.id: t.statement for t in self.tasks.values()},
             },
         )
+
+
+def evaluate_in_sandbox(
+    agent_dir: Path,
+    task: Task,
+    suite: Suite,
+    sandbox: Sandbox,
+    limits: Limits,
+    labels: dict[str, str],
+    log_dir: Path,
+) -> TaskResult:
+    """Run an agent's ``solve`` on one task in a sandbox, then grade its artifact in a fresh one.
+
+    Everything here is local to one machine (the RayExecutor calls it on worker nodes). Candidate
+    failures come back as a TaskResult with ``error`` set; infrastructure faults raise.
+    """
+    try:
+        manifest = load_manifest(agent_dir)
+    except ConfigError as exc:
+        return TaskResult(score=0.0, error=f"invalid manifest: {exc}")
+    with tempfile.TemporaryDirectory(prefix="ms-task-") as tmp:
+        task_dir = Path(tmp) / "task"
+        task_dir.mkdir()
+        suite.prepare(task.id, task_dir)
+        _open_for_sandbox_user(task_dir)
+        spec = RunSpec(
+            command=manifest.command("solve", task_dir=TASK_MOUNT, agent_dir=AGENT_MOUNT),
+            mounts=(
+                Mount(agent_dir, AGENT_MOUNT, read_only=True),
+                Mount(task_dir, TASK_MOUNT, read_only=False),
+            ),
+            workdir=AGENT_MOUNT,
+            env=agent_env(),
+            limits=replace(limits, timeout_s=task.timeout_s),
+            labels=labels,
+        )
+        result = sandbox.run(spec)
+        _write_log(log_dir / "agent.log", result)
+        artifact = task_dir / suite.artifact_path
+        _keep_artifact(artifact, log_dir / "artifact")
+        if not result.ok:
+            return TaskResult(
+                score=0.0, error=f"agent run failed: {result.reason or f'exit code {result.exit_code}'}"
+            )
+        return suite.grade(task.id, artifact, sandbox)
 
 
 def agent_env() -> dict[str, str]:

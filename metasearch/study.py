@@ -165,8 +165,7 @@ class Study:
                 return None
             job: Job | None = self._next_seed_evaluation()
             if job is None:
-                exhausted = self.usage().exhausted(self.budget)
-                if exhausted is not None:
+                if self._spent() is not None:
                     return None
                 job = self.scheduler.next_job(self.state(), self.rng)
             if job is None:
@@ -176,6 +175,14 @@ class Study:
             self._in_flight[job.job_id] = job
         self._emit(JobStarted(job))
         return job
+
+    def _spent(self) -> str | None:
+        """The exhausted limit that ends the study. A spent expansion budget only stops expansions (the
+        schedulers see it); evaluations of the existing agents go on until another limit is reached."""
+        usage = self.usage()
+        return Usage(usage.evaluations, 0, usage.wall_time_s, usage.tokens, usage.cost_usd).exhausted(
+            self.budget
+        )
 
     def _next_seed_evaluation(self) -> Evaluate | None:
         if not self.seed_evaluations:
@@ -286,9 +293,8 @@ class Study:
                 done, _ = wait(futures, timeout=min(heartbeat_s, 0.5), return_when=FIRST_COMPLETED)
                 for fut in done:
                     self.tell(futures.pop(fut), fut.result())
-        reason = self.stop_reason or self.usage().exhausted(self.budget) or "no more work"
-        if self.stop_reason is None and self.usage().exhausted(self.budget):
-            reason = f"budget exhausted: {reason}"
+        spent = self._spent()
+        reason = self.stop_reason or (f"budget exhausted: {spent}" if spent else "no more work")
         self.stop_reason = reason
         summary = self.summary()
         self.archive.finish(reason)

@@ -68,10 +68,16 @@ class GitArchive:
     def create(cls, root: Path, *, study: str, config_text: str) -> GitArchive:
         root = Path(root)
         if root.exists() and any(root.iterdir()):
-            raise ArchiveError(f"{root}: already exists and is not empty; resume it or choose another study name")
+            raise ArchiveError(
+                f"{root}: already exists and is not empty; resume it or choose another study name"
+            )
         (root / "logs").mkdir(parents=True, exist_ok=True)
         _git(root, "init", "-q", "-b", "main", "repo")
-        for key, value in (("gc.auto", "0"), ("core.fsync", "objects,reference"), ("advice.detachedHead", "false")):
+        for key, value in (
+            ("gc.auto", "0"),
+            ("core.fsync", "objects,reference"),
+            ("advice.detachedHead", "false"),
+        ):
             _git(root / "repo", "config", key, value)
         (root / "repo" / ".git" / "metasearch-excludes").write_text(IGNORED)
         (root / "config.yaml").write_text(config_text)
@@ -113,14 +119,21 @@ class GitArchive:
         known = {a.id: a for a in self.index.agents.values()}
         for agent_id, sha in refs.items():
             if agent_id not in known:
-                log.warning("%s: deleting orphan branch %s%s (a job crashed before journaling it)", self.root, BRANCH_PREFIX, agent_id)
+                log.warning(
+                    "%s: deleting orphan branch %s%s (a job crashed before journaling it)",
+                    self.root,
+                    BRANCH_PREFIX,
+                    agent_id,
+                )
                 self._git("update-ref", "-d", f"refs/heads/{BRANCH_PREFIX}{agent_id}", sha)
         for agent_id, agent in known.items():
             if agent_id not in refs:
                 if self._git_ok("cat-file", "-e", f"{agent.commit}^{{commit}}"):
                     self._git("update-ref", f"refs/heads/{agent.branch}", agent.commit, "")
                 else:
-                    raise ArchiveError(f"{self.root}: agent {agent_id} is journaled but its commit {agent.commit} is missing")
+                    raise ArchiveError(
+                        f"{self.root}: agent {agent_id} is journaled but its commit {agent.commit} is missing"
+                    )
 
     def _clean_work(self) -> None:
         for lock in (self.repo / ".git" / "refs").rglob("*.lock"):
@@ -162,15 +175,23 @@ class GitArchive:
 
     # -- writes -----------------------------------------------------------------------------------
 
-    def add_seed(self, name: str, source_dir: Path, *, job_id: str, meta: Mapping[str, Any] | None = None) -> Agent:
-        return self._add(None, Path(source_dir), job_id=job_id, meta={"seed": name, **(meta or {})}, message=f"seed {name}")
+    def add_seed(
+        self, name: str, source_dir: Path, *, job_id: str, meta: Mapping[str, Any] | None = None
+    ) -> Agent:
+        return self._add(
+            None, Path(source_dir), job_id=job_id, meta={"seed": name, **(meta or {})}, message=f"seed {name}"
+        )
 
-    def add_child(self, parent_id: str, workspace: Path, *, job_id: str, meta: Mapping[str, Any] | None = None) -> Agent:
+    def add_child(
+        self, parent_id: str, workspace: Path, *, job_id: str, meta: Mapping[str, Any] | None = None
+    ) -> Agent:
         self.get(parent_id)
         summary = str((meta or {}).get("summary") or "child")
         return self._add(parent_id, Path(workspace), job_id=job_id, meta=dict(meta or {}), message=summary)
 
-    def _add(self, parent_id: str | None, tree_dir: Path, *, job_id: str, meta: dict[str, Any], message: str) -> Agent:
+    def _add(
+        self, parent_id: str | None, tree_dir: Path, *, job_id: str, meta: dict[str, Any], message: str
+    ) -> Agent:
         with self._lock, self.journal.locked():
             self.journal._catch_up(self.index)
             existing = next((a for a in self.index.agents.values() if a.meta.get("job_id") == job_id), None)
@@ -201,13 +222,18 @@ class GitArchive:
             if not (tree_dir / ".gitignore").exists():
                 if self._ignore_blob is None:
                     self._ignore_blob = self._git("hash-object", "-w", "--stdin", input=IGNORED).strip()
-                self._git("update-index", "--add", "--cacheinfo", f"100644,{self._ignore_blob},.gitignore", env=env)
+                self._git(
+                    "update-index", "--add", "--cacheinfo", f"100644,{self._ignore_blob},.gitignore", env=env
+                )
             return self._git("write-tree", env=env).strip()
         finally:
             tmp_index.unlink(missing_ok=True)
 
     def start_job(self, job: Job) -> None:
-        self.journal.append({"op": "job_started", "job_id": job.job_id, "job": job_to_dict(job), "owner": self.owner}, self.index)
+        self.journal.append(
+            {"op": "job_started", "job_id": job.job_id, "job": job_to_dict(job), "owner": self.owner},
+            self.index,
+        )
 
     def record(self, evaluation: Evaluation) -> bool:
         if evaluation.agent_id not in self.index.agents:
@@ -221,17 +247,27 @@ class GitArchive:
             path = self.log_dir(job.job_id) / "rejected.diff"
             path.write_text(diff)
             diff_path = str(path.relative_to(self.root))
-        event = {"op": "expansion_failed", "job_id": job.job_id, "parent_id": job.parent_id, "reason": reason, "diff_path": diff_path}
+        event = {
+            "op": "expansion_failed",
+            "job_id": job.job_id,
+            "parent_id": job.parent_id,
+            "reason": reason,
+            "diff_path": diff_path,
+        }
         self.journal.append(event, self.index)
 
     def abandon_job(self, job_id: str, reason: str) -> None:
         self.journal.append({"op": "job_abandoned", "job_id": job_id, "reason": reason}, self.index)
 
     def add_usage(self, job_id: str, tokens: int, cost_usd: float) -> None:
-        self.journal.append({"op": "usage", "job_id": job_id, "tokens": int(tokens), "cost_usd": float(cost_usd)}, self.index)
+        self.journal.append(
+            {"op": "usage", "job_id": job_id, "tokens": int(tokens), "cost_usd": float(cost_usd)}, self.index
+        )
 
     def heartbeat(self) -> None:
-        self.journal.append({"op": "lease", "owner": self.owner, "host": socket.gethostname(), "pid": os.getpid()}, self.index)
+        self.journal.append(
+            {"op": "lease", "owner": self.owner, "host": socket.gethostname(), "pid": os.getpid()}, self.index
+        )
 
     def finish(self, reason: str) -> None:
         self.journal.append({"op": "study_finished", "reason": reason}, self.index)
@@ -261,26 +297,43 @@ class GitArchive:
         base = _git(workspace, "rev-parse", "HEAD").strip()
         return self._git("diff", "--binary", base, tree)
 
-    def export(self, agent_id: str, dest: Path) -> None:
+    def archive_bytes(self, agent_id: str) -> bytes:
+        """The agent's files as an uncompressed tarball (how code travels to other machines)."""
         agent = self.get(agent_id)
+        result = subprocess.run(
+            ["git", "-C", str(self.repo), "archive", agent.commit],
+            capture_output=True,
+            env=_env(),
+            check=False,
+        )
+        if result.returncode != 0:
+            raise ArchiveError(f"git archive {agent.commit} failed: {result.stderr.decode()[-500:]}")
+        return result.stdout
+
+    def export(self, agent_id: str, dest: Path) -> None:
+        data = self.archive_bytes(agent_id)
         dest = Path(dest)
         dest.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(self.repo), "archive", agent.commit], capture_output=True, env=_env(), check=False)
-        if archive.returncode != 0:
-            raise ArchiveError(f"git archive {agent.commit} failed: {archive.stderr.decode()[-500:]}")
-        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=data, check=True)
 
     # -- git plumbing -----------------------------------------------------------------------------
 
     def _agent_refs(self) -> dict[str, str]:
-        out = self._git("for-each-ref", "--format=%(refname:strip=3) %(objectname)", f"refs/heads/{BRANCH_PREFIX}")
+        out = self._git(
+            "for-each-ref", "--format=%(refname:strip=3) %(objectname)", f"refs/heads/{BRANCH_PREFIX}"
+        )
         return dict(line.split(" ", 1) for line in out.splitlines() if line.strip())
 
     def _git(self, *args: str, env: Mapping[str, str] | None = None, input: str | None = None) -> str:
         return _git(self.repo, *args, env=env, input=input)
 
     def _git_ok(self, *args: str) -> bool:
-        return subprocess.run(["git", "-C", str(self.repo), *args], capture_output=True, env=_env(), check=False).returncode == 0
+        return (
+            subprocess.run(
+                ["git", "-C", str(self.repo), *args], capture_output=True, env=_env(), check=False
+            ).returncode
+            == 0
+        )
 
 
 def read_index(root: Path) -> ArchiveIndex:
@@ -296,7 +349,14 @@ def _env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def _git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, input: str | None = None) -> str:
-    result = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, env=_env(env), input=input, check=False)
+    result = subprocess.run(
+        ["git", "-C", str(cwd), *args],
+        capture_output=True,
+        text=True,
+        env=_env(env),
+        input=input,
+        check=False,
+    )
     if result.returncode != 0:
         raise ArchiveError(f"git {' '.join(args[:3])} failed in {cwd}: {result.stderr.strip()[-800:]}")
     return result.stdout

@@ -3,9 +3,12 @@
 An agent declares tunable knobs in its ``agent.toml`` (float / int / categorical with ranges). For every
 expansion the proposer asks an Optuna study (TPE by default) for new values and writes them into the
 child's knobs file. In ``mutate`` mode (the default) a child keeps its parent's values except for one to
-``mutate_k`` knobs, which Optuna samples (the parent's values are enqueued as fixed parameters, so TPE
-fills in only the mutated ones, guided by every trial so far): children stay close to their parents, so
-lineages mean something to the tree search. ``global`` mode samples every knob afresh. When a child has at least ``min_evaluations`` evaluations its mean score is told
+``mutate_k`` knobs, which always change: a categorical knob takes another choice, a numeric one either
+moves locally (a log-normal or normal step around the parent's value) or jumps anywhere in its range. The
+full set is enqueued into the Optuna study, so every child is an Optuna trial with its outcome. Children
+stay close to their parents, so lineages mean something to the tree search. (Letting TPE fill in the
+mutated knobs does not work here: every trial so far carries the parent's values, so TPE keeps proposing
+them again.) ``global`` mode samples every knob afresh. When a child has at least ``min_evaluations`` evaluations its mean score is told
 to Optuna. The Optuna study lives in the study directory as a journal file, so it survives restarts and
 opens in ``optuna-dashboard <study_dir>/optuna.journal``.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import threading
 from pathlib import Path
@@ -27,7 +31,7 @@ from optuna.trial import TrialState
 from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError
-from metasearch.manifest import CategoricalKnob, FloatKnob, Knob, load_manifest
+from metasearch.manifest import CategoricalKnob, FloatKnob, IntKnob, Knob, load_manifest
 from metasearch.proposers.base import ProposalContext, ProposalFailed
 from metasearch.types import Agent, Proposal
 
@@ -94,8 +98,8 @@ class KnobsProposer:
             study = self._optuna()
             self._sync(study, context)
             if self.config.mode == "mutate":
-                kept = self._kept_values(current, distributions, context.job_id)
-                study.enqueue_trial(kept, skip_if_exists=False)
+                mutated = self._mutated_values(current, manifest.knobs.params, distributions, context.job_id)
+                study.enqueue_trial(mutated, skip_if_exists=False)
             trial = study.ask(distributions)
             trial.set_user_attr("job_id", context.job_id)
             trial.set_user_attr("parent_id", parent.id)
@@ -110,15 +114,22 @@ class KnobsProposer:
             meta={TRIAL_META: trial.number},
         )
 
-    def _kept_values(
-        self, current: dict[str, Any], distributions: dict[str, BaseDistribution], job_id: str
+    def _mutated_values(
+        self,
+        current: dict[str, Any],
+        knobs: dict[str, Knob],
+        distributions: dict[str, BaseDistribution],
+        job_id: str,
     ) -> dict[str, Any]:
-        """The parent's in-range values for all but 1..mutate_k knobs (chosen by a job-seeded RNG)."""
-        valid = {k: current[k] for k, d in distributions.items() if k in current and _contains(d, current[k])}
+        """The parent's values with 1..mutate_k knobs changed (a job-seeded RNG, so resumes repeat it)."""
         rng = random.Random(f"{self.config.seed}/{job_id}")
+        values = {
+            k: current[k] for k, d in distributions.items() if k in current and _contains(d, current[k])
+        }
         names = sorted(distributions)
-        mutated = set(rng.sample(names, rng.randint(1, min(self.config.mutate_k, len(names)))))
-        return {k: v for k, v in valid.items() if k not in mutated}
+        for name in rng.sample(names, rng.randint(1, min(self.config.mutate_k, len(names)))):
+            values[name] = mutate(knobs[name], values.get(name), rng)
+        return values
 
     def _sync(self, study: optuna.Study, context: ProposalContext) -> None:
         """Tell Optuna the scores of children that now have enough evaluations; fail rejected ones."""
@@ -145,6 +156,26 @@ class KnobsProposer:
             got = scores.get(agent.id, [])
             if len(got) >= self.config.min_evaluations:
                 study.tell(trial.number, sum(got) / len(got), skip_if_finished=True)
+
+
+def mutate(knob: Knob, value: Any, rng: random.Random) -> Any:
+    """A different value for one knob: another choice, a local step, or a jump anywhere in range."""
+    if isinstance(knob, CategoricalKnob):
+        others = [c for c in knob.choices if c != value] or list(knob.choices)
+        return rng.choice(others)
+    low, high = float(knob.low), float(knob.high)
+    for _ in range(20):
+        if value is None or rng.random() < 0.5:
+            new = math.exp(rng.uniform(math.log(low), math.log(high))) if knob.log else rng.uniform(low, high)
+        elif knob.log:
+            new = float(value) * math.exp(rng.gauss(0.0, 0.7))
+        else:
+            new = float(value) + rng.gauss(0.0, 0.2 * (high - low))
+        new = min(high, max(low, new))
+        new = round(new) if isinstance(knob, IntKnob) else new
+        if new != value:
+            return new
+    return new
 
 
 def _contains(distribution: BaseDistribution, value: Any) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,8 +83,3 @@ class Sandbox(Protocol):
     def run(self, spec: RunSpec) -> ExecResult: ...
 
     def session(self, spec: RunSpec) -> AbstractContextManager[Session]: ...
-
-
-def iter_mount_sources(mounts: Sequence[Mount]) -> Iterator[Path]:
-    for m in mounts:
-        yield m.source

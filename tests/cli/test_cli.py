@@ -47,7 +47,7 @@ def test_read_commands_reject_a_non_study(tmp_path: Path, command: str) -> None:
 def test_unavailable_plugins_fail_before_anything_is_created(tmp_path: Path) -> None:
     config = tmp_path / "ok.yaml"
     config.write_text("study:\n  name: x\n")
-    for override, needle in (("proposer.name=self", "proposer.name"), ("executor.name=ray", "executor.name")):
+    for override, needle in (("proposer.name=self", "proposer.name"), ("proposer.name=llm", "proposer.name")):
         result = _run("run", str(config), "-o", override, "--archive-dir", str(tmp_path / "a"))
         assert result.returncode == 2 and needle in result.stderr, result.stderr
     assert not (tmp_path / "a").exists()

@@ -180,3 +180,20 @@ def test_ask_and_tell_from_threads_lose_nothing(tmp_path: Path) -> None:
         assert study.tree.own(agent_id)[1] == pytest.approx(n)
     assert np.isclose(sum(study.tree.own(a)[0] for a in archive.index.agents), sum(ev.score for ev in evals))
     archive.close()
+
+
+def test_a_spent_expansion_budget_stops_only_expansions(tmp_path: Path) -> None:
+    archive = _archive(tmp_path)
+    scheduler = SCHEDULERS.resolve("hgm")
+    study = Study(
+        archive, scheduler(scheduler.Config()), tasks=TASKS, budget=Budget(evaluations=10, expansions=2)
+    )
+    reason = study.run(Landscape(archive), workers=2)
+    assert reason == "budget exhausted: evaluations"
+    assert study.usage().expansions == 2 and study.usage().evaluations == 10
+    # with more evaluation budget than two children can use, the study ends when no work is left
+    more = _study(archive, budget=100)
+    more.budget = Budget(evaluations=100, expansions=2)
+    assert more.run(Landscape(archive), workers=2) == "no more work"
+    assert more.usage().evaluations == 2 * len(TASKS)
+    archive.close()

@@ -1,0 +1,145 @@
+"""Beyond one machine: evaluations run as Ray tasks on worker nodes; the archive stays on the head.
+
+``RayRunner`` is the Runner with one change: an evaluation ships the agent's code as a tarball (``git
+archive`` of its commit) to a Ray task that requests ``num_cpus`` / ``num_gpus``; the task builds the suite
+and a sandbox on its node, runs ``evaluate_in_sandbox`` there, and returns the grade plus a tarball of the
+job's logs, which the head writes into the study's ``logs/``. Expansions stay on the head (proposers keep
+state there, e.g. the Optuna journal). Every Ray wait has a timeout: a request the cluster cannot satisfy
+(a GPU on a CPU-only cluster) becomes an infrastructure error that stops the study with a clear message
+instead of hanging. Worker nodes need metasearch installed (same version) and, for Docker sandboxes, the
+sandbox image.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from metasearch.config import ExecutorSection, SandboxSection
+from metasearch.errors import ConfigError, InfrastructureError
+from metasearch.events import Evaluated, Outcome
+from metasearch.runner import Runner, evaluate_in_sandbox
+from metasearch.sandboxes.protocol import Limits
+from metasearch.suites.protocol import Task, TaskResult
+from metasearch.types import Evaluate
+
+log = logging.getLogger(__name__)
+
+
+def start_ray(section: ExecutorSection) -> None:
+    """Connect to the cluster (``address``) or start a local one (``address: null``)."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError("executor.name: 'ray' needs Ray: pip install -e '.[ray]'") from exc
+    if not ray.is_initialized():
+        ray.init(
+            address=section.address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False
+        )
+
+
+def stop_ray() -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def _remote_evaluate(
+    code: bytes,
+    task: Task,
+    suite_name: str,
+    suite_options: dict[str, Any],
+    sandbox_options: dict[str, Any],
+    study: str,
+    limits: Limits,
+    labels: dict[str, str],
+) -> dict[str, Any]:
+    """Runs on a worker node."""
+    from metasearch.registry import SUITES
+    from metasearch.sandboxes.auto import make_sandbox
+
+    cls = SUITES.resolve(suite_name)
+    suite = cls(cls.Config.model_validate(suite_options))
+    sandbox = make_sandbox(SandboxSection.model_validate(sandbox_options), study=study)
+    with tempfile.TemporaryDirectory(prefix="ms-ray-") as tmp:
+        agent_dir, log_dir = Path(tmp) / "agent", Path(tmp) / "logs"
+        agent_dir.mkdir()
+        log_dir.mkdir()
+        with tarfile.open(fileobj=io.BytesIO(code)) as tar:
+            tar.extractall(agent_dir, filter="data")
+        graded = evaluate_in_sandbox(agent_dir, task, suite, sandbox, limits, labels, log_dir)
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            tar.add(log_dir, arcname=".")
+    return {
+        "score": graded.score,
+        "metrics": dict(graded.metrics),
+        "flags": list(graded.flags),
+        "error": graded.error,
+        "logs": buffer.getvalue(),
+    }
+
+
+@dataclass
+class RayRunner(Runner):
+    executor: ExecutorSection = field(default_factory=lambda: ExecutorSection())
+    sandbox_section: SandboxSection = field(default_factory=lambda: SandboxSection())
+    suite_name: str = "training"
+    suite_options: dict[str, Any] = field(default_factory=dict)
+    _remote: Any = None
+
+    def evaluate(self, job: Evaluate) -> Outcome:
+        import ray
+
+        if self._remote is None:
+            self._remote = ray.remote(_remote_evaluate)
+        task = self.tasks[job.task_id]
+        log_dir = self.archive.log_dir(job.job_id)
+        started = time.monotonic()
+        code = self.archive.archive_bytes(job.agent_id)
+        ref = self._remote.options(
+            num_cpus=self.executor.num_cpus, num_gpus=self.executor.num_gpus, max_retries=0
+        ).remote(
+            code,
+            task,
+            self.suite_name,
+            self.suite_options,
+            self.sandbox_section.model_dump(),
+            self.archive.study,
+            self.limits,
+            self._labels(job),
+        )
+        ready, _ = ray.wait([ref], timeout=self.executor.wait_timeout_s)
+        if not ready:
+            ray.cancel(ref, force=True)
+            raise InfrastructureError(
+                f"Ray did not finish job {job.job_id} within {self.executor.wait_timeout_s:g}s; it requests "
+                f"num_cpus={self.executor.num_cpus:g}, num_gpus={self.executor.num_gpus:g} and the cluster has "
+                f"{ray.cluster_resources()}",
+                retryable=False,
+            )
+        try:
+            out = ray.get(ref, timeout=60)
+        except Exception as exc:  # the task raised on the worker (e.g. Docker down there)
+            raise InfrastructureError(f"Ray task for job {job.job_id} failed: {exc}") from exc
+        with tarfile.open(fileobj=io.BytesIO(out["logs"])) as tar:
+            tar.extractall(log_dir, filter="data")
+        graded = TaskResult(out["score"], out["metrics"], tuple(out["flags"]), out["error"])
+        return Evaluated(
+            self._evaluation(
+                job,
+                graded.score,
+                started,
+                log_dir,
+                error=graded.error,
+                metrics=dict(graded.metrics),
+                flags=graded.flags,
+            )
+        )

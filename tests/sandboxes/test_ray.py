@@ -1,0 +1,77 @@
+"""The RayExecutor against a local `ray.init()` cluster, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = [
+    "-o",
+    "executor.name=ray",
+    "-o",
+    "sandbox.name=local",
+    "-o",
+    "suite.subset=smoke",
+    "-o",
+    "suite.time_budget_s=5",
+    "-o",
+    "study.workers=2",
+]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "metasearch.cli", *args], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+
+
+def test_evaluations_run_as_ray_tasks_and_results_reach_the_head(tmp_path: Path) -> None:
+    result = cli(
+        "run",
+        "configs/quickstart.yaml",
+        *BASE,
+        "-o",
+        "budget.evaluations=3",
+        "--archive-dir",
+        str(tmp_path),
+        "--study",
+        "ray",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    study = tmp_path / "ray"
+    events = [json.loads(line) for line in (study / "journal.jsonl").read_text().splitlines()]
+    recorded = [e["evaluation"] for e in events if e["op"] == "evaluation_recorded"]
+    assert len(recorded) >= 5 and all(r["error"] is None for r in recorded), recorded
+    assert all(
+        (study / "logs" / r["job_id"] / "agent.log").read_text().startswith("# exit_code=0") for r in recorded
+    )
+
+
+def test_a_gpu_request_on_a_cpu_cluster_fails_clearly(tmp_path: Path) -> None:
+    result = cli(
+        "run",
+        "configs/quickstart.yaml",
+        *BASE,
+        "-o",
+        "executor.num_gpus=1",
+        "-o",
+        "executor.wait_timeout_s=15",
+        "--archive-dir",
+        str(tmp_path),
+        "--study",
+        "gpu",
+    )
+    assert result.returncode == 3, result.stderr[-3000:]
+    assert "num_gpus=1" in result.stdout + result.stderr
+    events = [json.loads(line) for line in (tmp_path / "gpu" / "journal.jsonl").read_text().splitlines()]
+    assert events[-1]["op"] == "study_finished" and events[-1]["reason"].startswith(
+        "infrastructure failure: Ray did not finish"
+    )
+    assert not [e for e in events if e["op"] == "evaluation_recorded"]
