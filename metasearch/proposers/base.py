@@ -16,6 +16,16 @@ from metasearch.sandboxes.protocol import Sandbox
 from metasearch.types import Agent, Evaluation, Proposal
 
 
+def module_available(name: str) -> bool:
+    """Whether ``name`` can be imported (False also when a parent package is missing)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 class ProposalFailed(Exception):
     """The proposer could not produce a child (garbage model output, tool loop gave up).
 

@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError
-from metasearch.proposers.base import ProposalContext, ProposalFailed
+from metasearch.proposers.base import ProposalContext, ProposalFailed, module_available
 from metasearch.proposers.prompt import code_listing, diagnosis, lineage_summary, truncate
 from metasearch.sandboxes.protocol import Limits, Mount, RunSpec
 from metasearch.types import Agent, Proposal
@@ -58,9 +58,7 @@ class ChatModel(Protocol):
 
 
 def _require_llm_client() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("metasearch.llm.client") is None:
+    if not module_available("metasearch.llm.client"):
         raise ConfigError("proposer.name: 'llm' needs the LLM client, which is not available in this version")
 
 

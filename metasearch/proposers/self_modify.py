@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError
 from metasearch.manifest import load_manifest
-from metasearch.proposers.base import ProposalContext, ProposalFailed
+from metasearch.proposers.base import ProposalContext, ProposalFailed, module_available
 from metasearch.proposers.prompt import diagnosis, lineage_summary, truncate
 from metasearch.sandboxes.protocol import Limits, Mount, RunSpec
 from metasearch.types import Agent, Proposal
@@ -34,9 +34,7 @@ class SelfModifyProposer:
         context_chars: int = Field(30_000, ge=1_000)
 
     def __init__(self, config: Config, *, study_dir: Path, llm: Any = None, **_: Any) -> None:
-        import importlib.util
-
-        if importlib.util.find_spec("metasearch.llm.gateway") is None:
+        if not module_available("metasearch.llm.gateway"):
             raise ConfigError(
                 "proposer.name: 'self' needs the LLM gateway, which is not available in this version"
             )
