@@ -70,40 +70,23 @@ class Runner:
             graded = evaluate_in_sandbox(
                 agent_dir, task, self.suite, self.sandbox, self.limits, self._labels(job), log_dir
             )
-        return Evaluated(
-            self._evaluation(
-                job,
-                graded.score,
-                started,
-                log_dir,
-                error=graded.error,
-                metrics=dict(graded.metrics),
-                flags=graded.flags,
-            )
-        )
+        return self._evaluated(job, graded, started, log_dir)
 
-    def _evaluation(
-        self,
-        job: Evaluate,
-        score: float,
-        started: float,
-        log_dir: Path,
-        *,
-        error: str | None = None,
-        metrics: dict[str, float] | None = None,
-        flags: tuple[str, ...] = (),
-    ) -> Evaluation:
-        return Evaluation(
-            job_id=job.job_id,
-            agent_id=job.agent_id,
-            task_id=job.task_id,
-            score=min(1.0, max(0.0, float(score))),
-            metrics=metrics or {},
-            flags=tuple(flags),
-            error=error,
-            duration_s=round(time.monotonic() - started, 3),
-            log_path=str(log_dir),
-            finished_at=time.time(),
+    def _evaluated(self, job: Evaluate, graded: TaskResult, started: float, log_dir: Path) -> Evaluated:
+        """The grade as the study records it (score clipped to [0, 1], duration and log location added)."""
+        return Evaluated(
+            Evaluation(
+                job_id=job.job_id,
+                agent_id=job.agent_id,
+                task_id=job.task_id,
+                score=min(1.0, max(0.0, float(graded.score))),
+                metrics=dict(graded.metrics),
+                flags=tuple(graded.flags),
+                error=graded.error,
+                duration_s=round(time.monotonic() - started, 3),
+                log_path=str(log_dir),
+                finished_at=time.time(),
+            )
         )
 
     # -- expansion --------------------------------------------------------------------------------

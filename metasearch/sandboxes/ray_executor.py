@@ -23,7 +23,7 @@ from typing import Any
 
 from metasearch.config import ExecutorSection, SandboxSection
 from metasearch.errors import ConfigError, InfrastructureError
-from metasearch.events import Evaluated, Outcome
+from metasearch.events import Outcome
 from metasearch.runner import Runner, evaluate_in_sandbox
 from metasearch.sandboxes.protocol import Limits
 from metasearch.suites.protocol import Task, TaskResult
@@ -132,14 +132,4 @@ class RayRunner(Runner):
         with tarfile.open(fileobj=io.BytesIO(out["logs"])) as tar:
             tar.extractall(log_dir, filter="data")
         graded = TaskResult(out["score"], out["metrics"], tuple(out["flags"]), out["error"])
-        return Evaluated(
-            self._evaluation(
-                job,
-                graded.score,
-                started,
-                log_dir,
-                error=graded.error,
-                metrics=dict(graded.metrics),
-                flags=graded.flags,
-            )
-        )
+        return self._evaluated(job, graded, started, log_dir)
