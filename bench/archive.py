@@ -3,7 +3,8 @@
 Measures, with a baseline taken in the same run:
   add      GitArchive.add_child (commit + branch + journal) vs a plain `git add -A && git commit`
   replay   Journal.replay of an E-event journal vs json.loads of every line
-  query    get() and agents() on the full archive
+  query    get() and agents() on the full archive vs a plain dict lookup / list copy
+  open     GitArchive.open of the full study (replay, branch reconciliation, sweeps) vs replay alone
   snapshot SearchState build + hgm decision at 1/10 and all of the agents (must scale no worse than linearly)
 """
 
@@ -130,24 +131,64 @@ def bench_replay(root: Path, events: int) -> dict:
     }
 
 
-def bench_query(archive: GitArchive) -> dict:
+def bench_query(archive: GitArchive) -> list[dict]:
+    """get() per agent and agents() (the whole list), against a plain dict lookup / list copy."""
     ids = list(archive.index.agents)
-    t = time.perf_counter()
+    plain = dict(archive.index.agents)
+    get_t, base_t = [], []
     for agent_id in ids:
+        t = time.perf_counter()
         archive.get(agent_id)
-    get_s = time.perf_counter() - t
-    t = time.perf_counter()
-    for _ in range(20):
+        get_t.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        plain.get(agent_id)  # the baseline: a bare dict lookup
+        base_t.append(time.perf_counter() - t)
+    list_t, list_base = [], []
+    for _ in range(50):
+        t = time.perf_counter()
         archive.agents()
-    list_s = (time.perf_counter() - t) / 20
+        list_t.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        list(plain.values())
+        list_base.append(time.perf_counter() - t)
+    rows = []
+    for name, times, base, n in (("get(id)", get_t, base_t, len(ids)), ("agents()", list_t, list_base, 50)):
+        med, p95 = _ms(times)
+        rows.append(
+            {
+                "operation": name,
+                "n": n,
+                "median_ms": med,
+                "p95_ms": p95,
+                "total_s": sum(times),
+                "baseline": "dict lookup" if name == "get(id)" else "list(dict.values())",
+                "baseline_median_ms": _ms(base)[0],
+                "target": "-",
+                "ok": True,
+            }
+        )
+    return rows
+
+
+def bench_open(archive: GitArchive) -> dict:
+    """Index rebuild: reopen the study (replay + branch reconciliation + sweeps) vs replay alone."""
+    times, base = [], []
+    for _ in range(3):
+        t = time.perf_counter()
+        GitArchive.open(archive.root)
+        times.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        Journal(archive.root / "journal.jsonl").replay()
+        base.append(time.perf_counter() - t)
+    med, p95 = _ms(times)
     return {
-        "operation": "query get()+agents()",
-        "n": len(ids),
-        "median_ms": 1e3 * get_s / len(ids),
-        "p95_ms": 1e3 * list_s,
-        "total_s": get_s,
-        "baseline": "agents() list (p95 col)",
-        "baseline_median_ms": 1e3 * list_s,
+        "operation": "open study (rebuild index)",
+        "n": len(archive.index.agents),
+        "median_ms": med,
+        "p95_ms": p95,
+        "total_s": sum(times),
+        "baseline": "journal replay only",
+        "baseline_median_ms": _ms(base)[0],
         "target": "-",
         "ok": True,
     }
@@ -202,7 +243,13 @@ def run(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ms-bench-") as tmp:
         root = Path(tmp)
         add, archive = bench_add(root, args.agents)
-        rows = [add, bench_replay(root, args.events), bench_query(archive), bench_snapshot(archive)]
+        rows = [
+            add,
+            bench_replay(root, args.events),
+            *bench_query(archive),
+            bench_open(archive),
+            bench_snapshot(archive),
+        ]
     for r in rows:
         r["ratio_vs_baseline"] = (
             r["median_ms"] / r["baseline_median_ms"] if r["baseline_median_ms"] else float("nan")

@@ -118,9 +118,9 @@ def _drive(make: Any) -> None:
     previous = signal.signal(signal.SIGINT, on_sigint)
     progress = LiveProgress(console)
     launched = make([progress.callback])
+    mirrors = tracking_callbacks(launched)
     try:
-        for cb in tracking_callbacks(launched):
-            launched.study.callbacks.append(cb)
+        launched.study.callbacks.extend(mirrors)
         started = time.monotonic()
         with progress.live(launched.study):
             launched.study.run(
@@ -132,6 +132,10 @@ def _drive(make: Any) -> None:
         print_summary(launched, time.monotonic() - started, out)
     finally:
         signal.signal(signal.SIGINT, previous)
+        for mirror in mirrors:
+            close = getattr(mirror, "close", None)
+            if callable(close):
+                close(10.0)
         launched.close()
     if launched.study.stop_reason and launched.study.stop_reason.startswith("infrastructure"):
         raise typer.Exit(3)
@@ -206,22 +210,49 @@ def export(
 @app.command()
 def promote(
     study_dir: StudyDir,
-    agent_id: Annotated[str, typer.Argument()],
+    agent_id: Annotated[str, typer.Argument(help="Agent id, e.g. a00007.")],
     name: Annotated[str, typer.Option("--name", help="Registered model name.")] = "metasearch-agent",
-    gate: Annotated[str | None, typer.Option(help="SUITE:THRESHOLD re-evaluation gate.")] = None,
+    gate: Annotated[
+        str | None,
+        typer.Option(help="SUITE:THRESHOLD: re-evaluate on held-out tasks first, e.g. training:0.6."),
+    ] = None,
+    json_: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Register an agent as an MLflow model with alias `production` (not available yet)."""
-    raise _fail(
-        MetasearchError("`promote` is not available yet in this version (MLflow promotion is in progress)")
+    """Register an agent as an MLflow model, alias it `production`, and tag its commit in the archive."""
+    from metasearch.tracking.promote import promote_agent
+
+    _setup_logging(False)
+    try:
+        data = promote_agent(study_dir, agent_id, name, gate)
+    except MetasearchError as exc:
+        raise _fail(exc) from None
+    if json_:
+        out.print_json(json.dumps(data))
+        return
+    gate_line = "" if data["gate"] is None else f" (gate {gate}: mean {data['gate']['mean']:.3f})"
+    out.print(f"promoted {agent_id} as [bold]{data['name']}[/] version {data['version']}{gate_line}")
+    out.print(f"  model:   {data['model_uri']}  (tracking URI {data['tracking_uri']})")
+    out.print(f"  archive: tag {data['git_tag']} on {data['commit'][:10]}")
+    out.print(
+        f"  try it:  MLFLOW_TRACKING_URI={data['tracking_uri']} mlflow models predict "
+        f"-m {data['model_uri']} -i TASK_DIRS.json -t json --env-manager local"
     )
 
 
 @app.command()
-def ui(study_dir: StudyDir, port: int = 5000) -> None:
-    """Start the MLflow UI on the study's store (not available yet)."""
-    raise _fail(
-        MetasearchError("`ui` is not available yet in this version (MLflow mirroring is in progress)")
-    )
+def ui(
+    study_dir: StudyDir,
+    port: Annotated[int, typer.Option(help="Port for the MLflow UI.")] = 5000,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+) -> None:
+    """Start the MLflow UI on the study's store (mirroring the journal first) and print its URL."""
+    from metasearch.tracking.ui import serve_ui
+
+    _setup_logging(False)
+    try:
+        serve_ui(study_dir, port, host)
+    except MetasearchError as exc:
+        raise _fail(exc) from None
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

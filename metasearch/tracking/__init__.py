@@ -1,4 +1,4 @@
-"""Tracking callbacks (MLflow mirror of the archive)."""
+"""Tracking callbacks: the MLflow mirror of the archive (see ``mlflow_callback`` and ``mirror``)."""
 
 from __future__ import annotations
 
@@ -11,5 +11,15 @@ if TYPE_CHECKING:
 
 
 def tracking_callbacks(launched: Launched) -> list[Callback]:
-    """Callbacks that mirror the study to tracking backends enabled in the config."""
-    return []
+    """Started callbacks that mirror the study to the tracking backends enabled in its config.
+
+    Each closes itself on ``StudyFinished`` (after a bounded final flush); callers that stop a study any
+    other way close them (``close()``). Nothing is lost either way: the journal is the source of truth and
+    the mirror catches up on the next run, ``metasearch ui`` or ``metasearch sync``.
+    """
+    settings = launched.resolved.config.tracking.mlflow
+    if not settings.enabled:
+        return []
+    from metasearch.tracking.mlflow_callback import MlflowMirror
+
+    return [MlflowMirror(launched.archive.root, settings.tracking_uri).start()]

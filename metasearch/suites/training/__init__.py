@@ -3,7 +3,11 @@
 Visible to the agent (under ``/task``): ``train_x.npy``, ``train_y.npy``, ``test_x.npy``, ``task.json`` and
 ``TASK.md``. The agent writes ``output/predictions.npy`` (class ids, or values for regression). The held-out
 labels exist only inside the grader, which regenerates them from the task's seed in a fresh sandbox.
-Score: the held-out metric mapped to [0, 1], 0 at chance level.
+Score: the held-out metric mapped to [0, 1], 0 at chance level (see ``data.py`` for the mapping).
+
+Subsets: ``default`` (5 tasks, the search's benchmark), ``smoke`` (2 of them), ``heldout`` (2 tasks never in
+``default``, for promotion gates), ``extra`` (an image-like task) and ``all``. ``scale`` multiplies the
+sample counts (for GPUs); raise ``time_budget_s`` with it.
 """
 
 from __future__ import annotations
@@ -15,17 +19,19 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from metasearch.sandboxes.protocol import Limits, Mount, RunSpec, Sandbox
+from metasearch.errors import ConfigError
+from metasearch.sandboxes.protocol import ExecResult, Limits, Mount, RunSpec, Sandbox
 from metasearch.suites.protocol import Task, TaskResult
 from metasearch.suites.training.data import TASKS, generate
 
 GRADER_DIR = Path(__file__).resolve().parent
 DESCRIPTION = (
-    "Tabular machine-learning tasks. Each task directory holds train_x.npy, train_y.npy, test_x.npy and "
-    "task.json (problem kind, number of classes, time budget). The agent trains a model within the time budget "
+    "Small machine-learning tasks (tabular; one image-like). Each task directory holds train_x.npy, train_y.npy, test_x.npy and "
+    "task.json (problem kind, metric, number of classes, time budget, description). The agent trains a model within the time budget "
     "and writes output/predictions.npy with one prediction per test row (an integer class id, or a float for "
     "regression). Scored on hidden test labels: accuracy, balanced accuracy or R^2, mapped to [0, 1] with 0 at "
-    "chance level. Features have very different scales and include distractors."
+    "chance level. Tabular features have very different scales and include distractors. Training time beyond "
+    "the budget is wasted: the run is killed at about twice the budget plus a minute."
 )
 
 
@@ -39,22 +45,19 @@ class TrainingSuite:
     class Config(BaseModel):
         model_config = ConfigDict(extra="forbid")
         subset: str = "default"
-        scale: float = Field(1.0, gt=0, le=100)
-        time_budget_s: float = Field(15.0, gt=0)
+        scale: float = Field(1.0, gt=0, le=100)  # multiplies train and test sizes
+        time_budget_s: float = Field(
+            15.0, gt=0
+        )  # told to the agent in task.json; the run is killed at 2x + 60 s
         grade_timeout_s: float = Field(60.0, gt=0)
 
     def __init__(self, config: Config | None = None, **_: object) -> None:
         self.config = config or TrainingSuite.Config()
-        subsets = {s for spec in TASKS.values() for s in spec["subsets"]} | {"all"}
-        if self.config.subset not in subsets:
-            from metasearch.errors import ConfigError
-
-            raise ConfigError(
-                f"suite.subset: unknown subset {self.config.subset!r}; allowed: {', '.join(sorted(subsets))}"
-            )
+        _check_subset(self.config.subset, "suite.subset")
 
     def tasks(self, subset: str | None = None) -> Sequence[Task]:
         wanted = subset or self.config.subset
+        _check_subset(wanted, "training: subset")
         return [
             Task(
                 id=f"training/{name}",
@@ -71,7 +74,7 @@ class TrainingSuite:
         spec = TASKS[name]
         kind = f"{spec['classes']}-class classification" if spec["kind"] == "classification" else "regression"
         return (
-            f"# training/{name}\n\n{spec['description']} ({kind}).\n\n"
+            f"# training/{name}\n\n{spec['description']} ({kind}, scored by {spec['metric']}).\n\n"
             f"Train on train_x.npy / train_y.npy within {self.config.time_budget_s:g} seconds and write "
             "output/predictions.npy: one prediction per row of test_x.npy.\n"
         )
@@ -87,11 +90,13 @@ class TrainingSuite:
         info = {
             "task": task_id,
             "kind": spec["kind"],
+            "metric": spec["metric"],
             "classes": spec["classes"],
             "time_budget_s": self.config.time_budget_s,
             "n_train": int(train_x.shape[0]),
             "n_test": int(test_x.shape[0]),
             "n_features": int(train_x.shape[1]),
+            "description": spec["description"],
         }
         (dest / "task.json").write_text(json.dumps(info, indent=2) + "\n")
         (dest / "TASK.md").write_text(self._statement(name))
@@ -117,31 +122,36 @@ class TrainingSuite:
         return parse_grader_output(sandbox.run(spec))
 
 
-def parse_grader_output(result: object) -> TaskResult:
+def parse_grader_output(result: ExecResult) -> TaskResult:
     """A grader prints one JSON object as its last stdout line; anything else is a grading failure."""
-    stdout = getattr(result, "stdout", "")
-    lines = [line for line in stdout.strip().splitlines() if line.strip()]
-    if not getattr(result, "ok", False) or not lines:
-        reason = getattr(result, "reason", None) or "no output"
-        return TaskResult(score=0.0, error=f"grader failed: {reason}: {getattr(result, 'stderr', '')[-500:]}")
+    lines = [line for line in result.stdout.strip().splitlines() if line.strip()]
+    if not result.ok or not lines:
+        reason = result.reason or "no output"
+        return TaskResult(score=0.0, error=f"grader failed: {reason}: {result.stderr[-500:]}")
     try:
         data = json.loads(lines[-1])
         score = float(data["score"])
-    except (ValueError, KeyError, TypeError) as exc:
+        metrics = {str(k): float(v) for k, v in (data.get("metrics") or {}).items()}
+        flags = tuple(str(f) for f in data.get("flags") or ())
+        error = data.get("error")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return TaskResult(score=0.0, error=f"grader output unreadable: {exc}")
-    metrics = {k: float(v) for k, v in (data.get("metrics") or {}).items()}
     return TaskResult(
-        score=min(1.0, max(0.0, score)),
+        score=min(1.0, max(0.0, score)) if score == score else 0.0,  # NaN never reaches the archive
         metrics=metrics,
-        flags=tuple(data.get("flags") or ()),
-        error=data.get("error"),
+        flags=flags,
+        error=None if error is None else str(error),
     )
+
+
+def _check_subset(subset: str, where: str) -> None:
+    subsets = {s for spec in TASKS.values() for s in spec["subsets"]} | {"all"}
+    if subset not in subsets:
+        raise ConfigError(f"{where}: unknown subset {subset!r}; allowed: {', '.join(sorted(subsets))}")
 
 
 def _name(task_id: str) -> str:
     name = task_id.split("/", 1)[-1]
     if name not in TASKS:
-        from metasearch.errors import ConfigError
-
         raise ConfigError(f"training: unknown task {task_id!r}")
     return name

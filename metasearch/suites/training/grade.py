@@ -1,6 +1,8 @@
 """The training suite's grader: ``python3 grade.py TASK SCALE PREDICTIONS`` prints one JSON object.
 
-Runs inside a fresh sandbox with this directory mounted read-only; the agent never sees it.
+Runs inside a fresh sandbox with this directory mounted read-only; the agent never sees it. The hidden
+labels are regenerated here from the task's seed, so they are never written to disk. Every problem with the
+candidate's file becomes ``{"score": 0, "error": ...}``; only a broken grader exits non-zero.
 """
 
 from __future__ import annotations
@@ -15,20 +17,31 @@ import numpy as np
 from data import generate, score
 
 
+def check(path: str, n: int) -> tuple[np.ndarray | None, str | None]:
+    """The predictions as a float64 vector of length ``n``, or the reason they are unusable."""
+    if not os.path.isfile(path):
+        return None, "no predictions: expected output/predictions.npy"
+    try:
+        pred = np.load(path, allow_pickle=False)
+    except Exception as exc:  # any malformed file is the candidate's fault, never the grader's
+        return None, f"unreadable predictions.npy: {type(exc).__name__}: {exc}"[:300]
+    if pred.dtype.kind not in "biuf":
+        return None, f"predictions have dtype {pred.dtype}, expected numbers"
+    if pred.size != n or pred.shape[0] != n:
+        return None, f"predictions have shape {pred.shape}, expected ({n},)"
+    values = pred.astype(np.float64).reshape(-1)
+    if not np.all(np.isfinite(values)):
+        return None, "predictions contain NaN or infinity"
+    return values, None
+
+
 def main(argv: list[str]) -> dict:
     name, scale, path = argv[1], float(argv[2]), argv[3]
     truth = generate(name, scale)[3]
-    if not os.path.isfile(path):
-        return {"score": 0.0, "error": "no predictions: expected output/predictions.npy"}
-    try:
-        pred = np.load(path, allow_pickle=False)
-    except Exception as exc:
-        return {"score": 0.0, "error": f"unreadable predictions.npy: {type(exc).__name__}: {exc}"}
-    if pred.shape[0] != truth.shape[0] or pred.size != truth.shape[0]:
-        return {"score": 0.0, "error": f"predictions have shape {pred.shape}, expected ({truth.shape[0]},)"}
-    if not np.all(np.isfinite(pred.astype(np.float64))):
-        return {"score": 0.0, "error": "predictions contain NaN or infinity"}
-    value, metrics = score(name, pred, truth)
+    values, error = check(path, truth.shape[0])
+    if values is None:
+        return {"score": 0.0, "error": error}
+    value, metrics = score(name, values, truth)
     return {"score": value, "metrics": metrics}
 
 

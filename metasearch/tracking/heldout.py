@@ -1,0 +1,116 @@
+"""The promotion gate: re-evaluate one agent on a suite's held-out tasks before it may be promoted.
+
+A gate is written ``SUITE:THRESHOLD`` (``training:0.6``): the agent's mean score over the suite's
+``heldout`` subset must reach the threshold. The suite is built with the study's own options when the study
+used the same suite (else its defaults); the agent runs in the sandbox the study's config asks for, through
+the same ``evaluate_in_sandbox`` the runner uses, so held-out scores mean what search scores mean.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from metasearch.errors import ConfigError
+from metasearch.sandboxes.protocol import Limits, Sandbox
+from metasearch.types import new_job_id
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Gate:
+    suite: str
+    threshold: float
+
+    @classmethod
+    def parse(cls, text: str) -> Gate:
+        suite, sep, raw = text.rpartition(":")
+        try:
+            threshold = float(raw)
+        except ValueError:
+            threshold = float("nan")
+        if not sep or not suite or not 0.0 <= threshold <= 1.0:
+            raise ConfigError(
+                f"gate {text!r}: expected SUITE:THRESHOLD with a threshold in [0, 1], e.g. training:0.6"
+            )
+        return cls(suite, threshold)
+
+    def __str__(self) -> str:
+        return f"{self.suite}:{self.threshold:g}"
+
+
+@dataclass(frozen=True)
+class GateResult:
+    suite: str
+    threshold: float
+    subset: str
+    scores: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def mean(self) -> float:
+        return sum(self.scores.values()) / len(self.scores) if self.scores else 0.0
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.scores) and self.mean >= self.threshold
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "mean": self.mean, "passed": self.passed}
+
+
+def run_gate(
+    study_dir: Path, agent_id: str, gate: Gate, *, subset: str = "heldout", sandbox: Sandbox | None = None
+) -> GateResult:
+    """Evaluate ``agent_id`` on every ``subset`` task of ``gate.suite``. Raises ConfigError when the suite
+    is unknown or has no such tasks; InfrastructureError when the sandbox cannot run."""
+    from metasearch.archive import GitArchive
+    from metasearch.config import load_config_data
+    from metasearch.registry import SUITES
+    from metasearch.runner import evaluate_in_sandbox
+    from metasearch.sandboxes.auto import make_sandbox
+
+    study_dir = Path(study_dir)
+    config_path = study_dir / "config.yaml"
+    if not config_path.is_file():
+        raise ConfigError(f"{study_dir}: not a study directory (no config.yaml)")
+    cfg = load_config_data(yaml.safe_load(config_path.read_text()) or {}).config
+    cls = SUITES.resolve(gate.suite)
+    options = cfg.suite.options() if cfg.suite.name == gate.suite else {}
+    try:
+        suite = cls(cls.Config.model_validate(options))
+    except ValidationError as exc:
+        raise ConfigError(f"gate suite {gate.suite!r}: {exc}") from exc
+    tasks = list(suite.tasks(subset))
+    if not tasks:
+        raise ConfigError(f"gate: suite {gate.suite!r} has no {subset!r} tasks to re-evaluate on")
+    s = cfg.sandbox
+    limits = Limits(
+        cpus=s.cpus, memory_mb=s.memory_mb, pids=s.pids, output_bytes=s.output_bytes, tmp_mb=s.tmp_mb
+    )
+    scores: dict[str, float] = {}
+    errors: dict[str, str] = {}
+    with GitArchive.open(study_dir, readonly=True) as archive:
+        archive.get(agent_id)
+        box = sandbox or make_sandbox(s, study=f"{archive.study}-promote")
+        labels = {"metasearch.study": archive.study, "metasearch.role": "promotion"}
+        try:
+            with archive.checkout(agent_id) as agent_dir:
+                for task in tasks:
+                    log_dir = archive.log_dir(f"promote-{new_job_id()}")
+                    result = evaluate_in_sandbox(agent_dir, task, suite, box, limits, labels, log_dir)
+                    scores[task.id] = float(result.score)
+                    if result.error:
+                        errors[task.id] = result.error
+                    log.info("gate %s: %s scored %.3f on %s", gate, agent_id, result.score, task.id)
+        finally:
+            sweep = getattr(box, "sweep", None)
+            if sandbox is None and callable(sweep):
+                sweep(getattr(box, "study", ""))
+    return GateResult(gate.suite, gate.threshold, subset, scores, errors)
