@@ -19,6 +19,7 @@ from metasearch.archive import GitArchive
 from metasearch.config import ResolvedConfig, load_config_data
 from metasearch.errors import ConfigError
 from metasearch.events import Callback
+from metasearch.llm.service import LLMService, endpoint_configured
 from metasearch.manifest import load_manifest
 from metasearch.proposers.base import Proposer
 from metasearch.runner import Runner
@@ -40,8 +41,11 @@ class Launched:
     runner: Runner
     sandbox: Sandbox
     suite: Suite
+    llm: LLMService | None = None
 
     def close(self) -> None:
+        if self.llm is not None:
+            self.llm.close()  # stops a managed vLLM server
         sweep = getattr(self.sandbox, "sweep", None)
         if callable(sweep):
             sweep(self.archive.study)
@@ -72,10 +76,16 @@ def study_dir_for(resolved: ResolvedConfig, archive_dir: str | None, study: str 
 
 
 def preflight(resolved: ResolvedConfig) -> list[Path]:
-    """Checks that need no side effects: the seeds exist and their manifests parse."""
+    """Checks that need no side effects: the seeds exist, their manifests parse, and an LLM endpoint is
+    configured when a seed uses one."""
     seeds = [resolve_seed(s) for s in resolved.config.study.seeds]
     for path in seeds:
-        load_manifest(path)
+        manifest = load_manifest(path)
+        if manifest.resources.llm and not endpoint_configured(resolved.config.llm):
+            raise ConfigError(
+                f"llm.base_url: seed {manifest.name!r} uses an LLM (resources.llm = true) but no endpoint is "
+                "configured: set llm.base_url (or OPENAI_BASE_URL) or llm.serve"
+            )
     return seeds
 
 
@@ -116,11 +126,38 @@ def _assemble(resolved: ResolvedConfig, archive: GitArchive, callbacks: Sequence
     tasks = {t.id: t for t in suite.tasks()}
     if not tasks:
         raise ConfigError(f"suite: {suite.name!r} lists no tasks for this configuration")
-    sandbox = make_sandbox(cfg.sandbox, study=archive.study)
+    llm: LLMService | None = None
+    if endpoint_configured(cfg.llm):
+        llm = LLMService(
+            cfg.llm,
+            study_dir=archive.root,
+            study_tokens=cfg.budget.tokens,
+            used_tokens=archive.index.tokens,
+            on_charge=archive.add_usage,
+        ).start()
+    try:
+        return _assemble_with(resolved, archive, callbacks, suite, tasks, llm)
+    except BaseException:
+        if llm is not None:
+            llm.close()
+        raise
+
+
+def _assemble_with(
+    resolved: ResolvedConfig,
+    archive: GitArchive,
+    callbacks: Sequence[Callback],
+    suite: Suite,
+    tasks: dict[str, Any],
+    llm: LLMService | None,
+) -> Launched:
+    cfg = resolved.config
+    reserved = list(cfg.llm.serve.gpus) if cfg.llm.serve is not None else []
+    sandbox = make_sandbox(cfg.sandbox, study=archive.study, reserved_gpus=reserved)
     sweep = getattr(sandbox, "sweep", None)
     if callable(sweep):
         sweep(archive.study)
-    proposer: Proposer = resolved.plugins["proposer"].create(study_dir=archive.root, llm=cfg.llm)
+    proposer: Proposer = resolved.plugins["proposer"].create(study_dir=archive.root, llm=llm or cfg.llm)
     scheduler = resolved.plugins["scheduler"].create()
     limits = Limits(
         cpus=cfg.sandbox.cpus,
@@ -137,6 +174,8 @@ def _assemble(resolved: ResolvedConfig, archive: GitArchive, callbacks: Sequence
         "proposer_name": cfg.proposer.name,
         "tasks": tasks,
         "limits": limits,
+        "llm": llm,
+        "gate": cfg.gate,
     }
     runner: Runner
     if cfg.executor.name == "ray":
@@ -161,4 +200,4 @@ def _assemble(resolved: ResolvedConfig, archive: GitArchive, callbacks: Sequence
         seed_evaluations=cfg.study.seed_evaluations == "all",
         callbacks=callbacks,
     )
-    return Launched(resolved, archive, study, runner, sandbox, suite)
+    return Launched(resolved, archive, study, runner, sandbox, suite, llm)

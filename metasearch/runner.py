@@ -11,18 +11,24 @@ import os
 import shutil
 import tempfile
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from metasearch.archive import GitArchive
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.events import Evaluated, Expanded, ExpansionRejected, InfraFailure, Outcome
+from metasearch.llm.gateway import FORWARDER_PATH, SOCKET_DIR, SOCKET_PATH
 from metasearch.manifest import load_manifest
 from metasearch.proposers.base import ProposalContext, ProposalFailed, Proposer
 from metasearch.proposers.gate import GateConfig, check
 from metasearch.sandboxes.protocol import ExecResult, Limits, Mount, RunSpec, Sandbox
 from metasearch.suites.protocol import Suite, Task, TaskResult
 from metasearch.types import Agent, Evaluate, Evaluation, Expand, Job
+
+if TYPE_CHECKING:
+    from metasearch.llm.service import LLMService
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +50,8 @@ class Runner:
     tasks: dict[str, Task]
     limits: Limits = field(default_factory=Limits)
     gate: GateConfig = field(default_factory=lambda: GateConfig())
+    llm: LLMService | None = None
+    """The study's LLM access: agents that declare ``resources.llm`` get a per-job gateway from it."""
 
     def __call__(self, job: Job) -> Outcome:
         try:
@@ -68,7 +76,14 @@ class Runner:
         started = time.monotonic()
         with self.archive.checkout(job.agent_id) as agent_dir:
             graded = evaluate_in_sandbox(
-                agent_dir, task, self.suite, self.sandbox, self.limits, self._labels(job), log_dir
+                agent_dir,
+                task,
+                self.suite,
+                self.sandbox,
+                self.limits,
+                self._labels(job),
+                log_dir,
+                llm=self.llm,
             )
         return self._evaluated(job, graded, started, log_dir)
 
@@ -108,7 +123,7 @@ class Runner:
             (log_dir / "proposal.diff").write_text(diff)
             verdict = check(diff, workspace, parent_manifest, self.sandbox, self.gate, self._labels(job))
             proposal = replace(proposal, diff=diff)
-            if proposal.tokens or proposal.cost_usd:
+            if self.llm is None and (proposal.tokens or proposal.cost_usd):  # else metered per call
                 self.archive.add_usage(job.job_id, proposal.tokens, proposal.cost_usd)
             if not verdict.admitted:
                 return ExpansionRejected(verdict.reason, diff, proposal)
@@ -163,33 +178,49 @@ def evaluate_in_sandbox(
     limits: Limits,
     labels: dict[str, str],
     log_dir: Path,
+    *,
+    llm: LLMService | None = None,
 ) -> TaskResult:
     """Run an agent's ``solve`` on one task in a sandbox, then grade its artifact in a fresh one.
 
     Everything here is local to one machine (the RayExecutor calls it on worker nodes). Candidate
-    failures come back as a TaskResult with ``error`` set; infrastructure faults raise.
+    failures come back as a TaskResult with ``error`` set; infrastructure faults raise. An agent that
+    declares ``resources.llm`` gets the job's gateway socket at ``/run/metasearch/llm.sock``.
     """
     try:
         manifest = load_manifest(agent_dir)
     except ConfigError as exc:
         return TaskResult(score=0.0, error=f"invalid manifest: {exc}")
-    with tempfile.TemporaryDirectory(prefix="ms-task-") as tmp:
+    gateway: AbstractContextManager[Any] = nullcontext()
+    if manifest.resources.llm:
+        if llm is None:
+            raise InfrastructureError(
+                f"agent {manifest.name!r} uses an LLM (resources.llm) but this runner has no LLM gateway "
+                "(configure llm.base_url or llm.serve; Ray workers do not run gateways yet)",
+                retryable=False,
+            )
+        gateway = llm.gateway(labels.get("metasearch.job", "job"), log_dir)
+    with gateway as gw, tempfile.TemporaryDirectory(prefix="ms-task-") as tmp:
         task_dir = Path(tmp) / "task"
         task_dir.mkdir()
         suite.prepare(task.id, task_dir)
         _open_for_sandbox_user(task_dir)
+        mounts = [Mount(agent_dir, AGENT_MOUNT, read_only=True), Mount(task_dir, TASK_MOUNT, read_only=False)]
+        env = agent_env()
+        if gw is not None:
+            mounts.append(Mount(gw.mount_dir, SOCKET_DIR, read_only=False))
+            env.update({"METASEARCH_LLM_SOCKET": SOCKET_PATH, "METASEARCH_LLM_FORWARDER": FORWARDER_PATH})
         spec = RunSpec(
             command=manifest.command("solve", task_dir=TASK_MOUNT, agent_dir=AGENT_MOUNT),
-            mounts=(
-                Mount(agent_dir, AGENT_MOUNT, read_only=True),
-                Mount(task_dir, TASK_MOUNT, read_only=False),
-            ),
+            mounts=tuple(mounts),
             workdir=AGENT_MOUNT,
-            env=agent_env(),
+            env=env,
             limits=replace(limits, timeout_s=task.timeout_s),
             labels=labels,
         )
         result = sandbox.run(spec)
+        if gw is not None:
+            _check_gateway(gw)
         _write_log(log_dir / "agent.log", result)
         artifact = task_dir / suite.artifact_path
         _keep_artifact(artifact, log_dir / "artifact")
@@ -239,3 +270,13 @@ def _keep_artifact(artifact: Path, dest: Path) -> None:
         shutil.copytree(artifact, dest, dirs_exist_ok=True, symlinks=True)
     else:
         shutil.copy2(artifact, dest)
+
+
+def _check_gateway(gw: Any) -> None:
+    """Faults of the LLM path are not the candidate's: they abandon the job instead of scoring it."""
+    if gw.upstream_failures:
+        raise InfrastructureError(f"LLM upstream unavailable during the job: {gw.last_upstream_error}")
+    if gw.budget_refusals and gw.meter.study_exhausted:
+        raise InfrastructureError(
+            "the study's token budget is exhausted (resume with a larger budget.tokens)", retryable=False
+        )

@@ -24,7 +24,8 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError
-from metasearch.proposers.base import ProposalContext, ProposalFailed, module_available
+from metasearch.llm.client import ChatResult
+from metasearch.proposers.base import ProposalContext, ProposalFailed
 from metasearch.proposers.prompt import code_listing, diagnosis, lineage_summary, truncate
 from metasearch.sandboxes.protocol import Limits, Mount, RunSpec
 from metasearch.types import Agent, Proposal
@@ -46,20 +47,18 @@ TOOLS_INSTRUCTIONS = (
 _FENCE = re.compile(r"```(\w+)?\n(.*?)```", re.DOTALL)
 
 
-class ChatResult(Protocol):
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float
-
-
 class ChatModel(Protocol):
     def chat(self, messages: list[dict[str, str]], *, job_id: str | None = None, **kw: Any) -> ChatResult: ...
 
 
-def _require_llm_client() -> None:
-    if not module_available("metasearch.llm.client"):
-        raise ConfigError("proposer.name: 'llm' needs the LLM client, which is not available in this version")
+def _require_endpoint(llm: Any) -> None:
+    from metasearch.llm.service import LLMService, endpoint_configured
+
+    if not isinstance(llm, LLMService) and (llm is None or not endpoint_configured(llm)):
+        raise ConfigError(
+            "llm.base_url: the llm proposer needs an OpenAI-compatible endpoint "
+            "(llm.base_url, OPENAI_BASE_URL, or llm.serve)"
+        )
 
 
 class LLMProposer:
@@ -79,23 +78,20 @@ class LLMProposer:
         self.config = config
         self.study_dir = Path(study_dir)
         if model is None:
-            _require_llm_client()
+            _require_endpoint(llm)
         self._model = model
-        self._llm_section = llm
+        self._llm = llm  # the study's LLMService (a config section when only checked)
         self._lock = threading.Lock()
 
     @property
     def model(self) -> ChatModel:
         with self._lock:
             if self._model is None:
-                from metasearch.llm.client import LLMClient
+                from metasearch.llm.service import LLMService
 
-                section = self._llm_section
-                if section is None or not (section.base_url or section.serve):
-                    raise ConfigError(
-                        "llm.base_url: the llm proposer needs an OpenAI-compatible endpoint (or llm.serve)"
-                    )
-                self._model = LLMClient.from_section(section)
+                if not isinstance(self._llm, LLMService):
+                    raise ConfigError("llm: the llm proposer was built without the study's LLM service")
+                self._model = self._llm.client
             return self._model
 
     def prompt(self, parent: Agent, workspace: Path, context: ProposalContext) -> str:

@@ -15,15 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metasearch.errors import ConfigError
+from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.manifest import load_manifest
-from metasearch.proposers.base import ProposalContext, ProposalFailed, module_available
+from metasearch.proposers.base import ProposalContext, ProposalFailed
 from metasearch.proposers.prompt import diagnosis, lineage_summary, truncate
 from metasearch.sandboxes.protocol import Limits, Mount, RunSpec
 from metasearch.types import Agent, Proposal
-
-SOCKET_DIR = "/run/metasearch"
-SOCKET_PATH = f"{SOCKET_DIR}/llm.sock"
 
 
 class SelfModifyProposer:
@@ -34,9 +31,12 @@ class SelfModifyProposer:
         context_chars: int = Field(30_000, ge=1_000)
 
     def __init__(self, config: Config, *, study_dir: Path, llm: Any = None, **_: Any) -> None:
-        if not module_available("metasearch.llm.gateway"):
+        from metasearch.llm.service import LLMService, endpoint_configured
+
+        if not isinstance(llm, LLMService) and (llm is None or not endpoint_configured(llm)):
             raise ConfigError(
-                "proposer.name: 'self' needs the LLM gateway, which is not available in this version"
+                "llm.base_url: self-modification needs an OpenAI-compatible endpoint for the agent's gateway "
+                "(llm.base_url, OPENAI_BASE_URL, or llm.serve)"
             )
         self.config = config
         self.study_dir = Path(study_dir)
@@ -58,25 +58,17 @@ class SelfModifyProposer:
         manifest = load_manifest(workspace)
         if manifest.entry.self_improve is None:
             raise ProposalFailed(f"agent {manifest.name!r} declares no self_improve entry point")
-        upstream = getattr(self.llm, "base_url", None)
-        if not upstream:
-            raise ConfigError("llm.base_url: self-modification needs an LLM endpoint for the agent's gateway")
-        from metasearch.llm.gateway import Gateway, TokenBudget
+        from metasearch.llm.gateway import FORWARDER_PATH, SOCKET_DIR, SOCKET_PATH
+        from metasearch.llm.service import LLMService
 
+        if not isinstance(self.llm, LLMService):
+            raise ConfigError("llm: the self proposer was built without the study's LLM service")
         problem_dir = Path(tempfile.mkdtemp(prefix="ms-problem-", dir=context.log_dir))
         (problem_dir / "problem.md").write_text(self.problem_statement(parent, context))
-        socket_dir = Path(tempfile.mkdtemp(prefix="gw-", dir="/tmp"))
-        socket_dir.chmod(0o755)
-        transcript = context.log_dir / "gateway.jsonl"
-        budget = TokenBudget(per_job=self.config.max_tokens_per_job)
-        with Gateway(
-            upstream_base_url=upstream,
-            api_key=_api_key(self.llm),
-            socket_path=socket_dir / "llm.sock",
-            job_id=context.job_id,
-            budget=budget,
-            transcript_path=transcript,
-        ) as gateway:
+        problem_dir.chmod(0o755)
+        (problem_dir / "problem.md").chmod(0o644)
+        with self.llm.gateway(context.job_id, context.log_dir) as gateway:
+            assert gateway.mount_dir is not None
             spec = RunSpec(
                 command=manifest.command(
                     "self_improve", problem_file="/problem/problem.md", agent_dir="/agent"
@@ -84,13 +76,14 @@ class SelfModifyProposer:
                 mounts=(
                     Mount(workspace, "/agent", read_only=False),
                     Mount(problem_dir, "/problem", read_only=True),
-                    Mount(socket_dir, SOCKET_DIR, read_only=False),
+                    Mount(gateway.mount_dir, SOCKET_DIR, read_only=False),
                 ),
                 workdir="/agent",
                 env={
                     "PYTHONPATH": "/agent",
                     "HOME": "/tmp",
                     "METASEARCH_LLM_SOCKET": SOCKET_PATH,
+                    "METASEARCH_LLM_FORWARDER": FORWARDER_PATH,
                     "PYTHONDONTWRITEBYTECODE": "1",
                 },
                 limits=Limits(timeout_s=self.config.timeout_s),
@@ -98,8 +91,13 @@ class SelfModifyProposer:
             )
             result = context.sandbox.run(spec)
             usage = gateway.usage
+            if gateway.upstream_failures:
+                raise InfrastructureError(
+                    f"LLM upstream unavailable during self-modification: {gateway.last_upstream_error}"
+                )
+        transcript = context.log_dir / "llm.jsonl"
         (context.log_dir / "self_improve.log").write_text(f"{result.stdout}\n--- stderr ---\n{result.stderr}")
-        tokens = int(getattr(usage, "total_tokens", 0))
+        tokens = usage.tokens
         if not result.ok:
             raise ProposalFailed(
                 f"self_improve failed ({result.reason or f'exit {result.exit_code}'}): {result.stderr[-500:]}"
@@ -110,13 +108,6 @@ class SelfModifyProposer:
             summary=summary.strip()[:200],
             rationale=truncate(result.stdout, 4000, keep="tail"),
             tokens=tokens,
-            cost_usd=float(getattr(usage, "cost_usd", 0.0)),
+            cost_usd=usage.cost_usd,
             transcript_path=str(transcript),
         )
-
-
-def _api_key(llm: Any) -> str | None:
-    import os
-
-    name = getattr(llm, "api_key_env", None)
-    return os.environ.get(name) if name else None

@@ -15,13 +15,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def make_sandbox(section: SandboxSection, *, study: str) -> Sandbox:
-    """The sandbox the config asks for. ``docker`` fails loudly if Docker cannot work; ``auto`` falls back."""
+def make_sandbox(section: SandboxSection, *, study: str, reserved_gpus: list[str] | None = None) -> Sandbox:
+    """The sandbox the config asks for. ``docker`` fails loudly if Docker cannot work; ``auto`` falls back.
+
+    ``reserved_gpus`` are kept out of the sandboxes' pool (a managed vLLM server runs on them)."""
     if section.name == "local":
         return LocalSandbox(study=study)
     from metasearch.sandboxes.docker import DockerSandbox
 
-    config = DockerSandbox.Config(image=section.image, gpus=section.gpus, gpu_share=section.gpu_share)
+    config = DockerSandbox.Config(
+        image=section.image,
+        gpus=section.gpus,
+        gpu_share=section.gpu_share,
+        reserved_gpus=list(reserved_gpus or ()),
+    )
     try:
         sandbox = DockerSandbox(config, study=study)
         from metasearch.sandboxes.images import image_exists

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,8 @@ CLI = [sys.executable, "-m", "metasearch.cli"]
 
 
 def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=env)
 
 
 def test_help_lists_every_subcommand() -> None:
@@ -44,10 +46,10 @@ def test_read_commands_reject_a_non_study(tmp_path: Path, command: str) -> None:
     assert "not a study directory" in result.stderr
 
 
-def test_unavailable_plugins_fail_before_anything_is_created(tmp_path: Path) -> None:
+def test_llm_proposers_without_an_endpoint_fail_before_anything_is_created(tmp_path: Path) -> None:
     config = tmp_path / "ok.yaml"
     config.write_text("study:\n  name: x\n")
-    for override, needle in (("proposer.name=self", "proposer.name"), ("proposer.name=llm", "proposer.name")):
+    for override, needle in (("proposer.name=self", "llm.base_url"), ("proposer.name=llm", "llm.base_url")):
         result = _run("run", str(config), "-o", override, "--archive-dir", str(tmp_path / "a"))
         assert result.returncode == 2 and needle in result.stderr, result.stderr
     assert not (tmp_path / "a").exists()

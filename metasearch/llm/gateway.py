@@ -1,0 +1,307 @@
+"""The per-job LLM gateway: an HTTP proxy on a unix socket that a sandbox mounts.
+
+A sandbox has no network and no secrets. Its only way to a model is the socket this gateway listens on
+(mounted at ``/run/metasearch/llm.sock``). The gateway forwards ``POST /v1/chat/completions``,
+``POST /v1/completions`` and ``GET /v1/models`` to the upstream endpoint with the key added, fills in the
+model when the agent names none, meters tokens per job against ``TokenMeter`` budgets (an exhausted
+budget is a 403 with a message the agent can read), and appends every call to the job's transcript.
+
+Each request is handled on its own thread with a pooled HTTP client, so an agent's parallel calls (and
+all jobs' calls) reach the upstream at once. Upstream outages are retried with backoff; a call that still
+fails is a 502 to the agent and counted in ``upstream_failures``, which the runner turns into an
+infrastructure error for the job. Request and response sizes are bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socketserver
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from metasearch.llm.usage import BudgetExhausted, TokenMeter
+
+log = logging.getLogger(__name__)
+
+SOCKET_DIR = "/run/metasearch"
+SOCKET_PATH = f"{SOCKET_DIR}/llm.sock"
+FORWARDER_PATH = f"{SOCKET_DIR}/forwarder.py"
+FORWARDER_SOURCE = Path(__file__).with_name("forwarder.py")
+ROUTES = {
+    ("POST", "/chat/completions"),
+    ("POST", "/completions"),
+    ("GET", "/models"),
+}
+RETRY_STATUS = {429, 500, 502, 503, 504}
+TRANSCRIPT_CHARS = 20_000
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    request_queue_size = 256
+
+
+class Gateway:
+    """One job's gateway. ``start()`` creates the socket in a fresh directory (``mount_dir``, which the
+    sandbox mounts at ``/run/metasearch``, with ``forwarder.py`` beside the socket); ``stop()`` removes it."""
+
+    def __init__(
+        self,
+        upstream_base_url: str,
+        *,
+        job_id: str,
+        meter: TokenMeter | None = None,
+        api_key: str | None = None,
+        model: str | None = None,
+        transcript_path: Path | None = None,
+        http: httpx.Client | None = None,
+        retries: int = 4,
+        backoff_s: float = 0.5,
+        timeout_s: float = 600.0,
+        max_request_bytes: int = 8_000_000,
+        max_response_bytes: int = 8_000_000,
+    ) -> None:
+        self.upstream = upstream_base_url.rstrip("/")
+        self.job_id = job_id
+        self.meter = meter or TokenMeter()
+        self.api_key = api_key
+        self.model = model
+        self.transcript_path = transcript_path
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.max_request_bytes = max_request_bytes
+        self.max_response_bytes = max_response_bytes
+        self._own_http = http is None
+        self.http = http or httpx.Client(timeout=timeout_s, limits=httpx.Limits(max_connections=256))
+        self.calls = 0
+        self.upstream_failures = 0
+        self.last_upstream_error: str | None = None
+        self.budget_refusals = 0
+        self._lock = threading.Lock()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self.mount_dir: Path | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> Gateway:
+        # Short path: unix socket paths are limited to 107 bytes.
+        self.mount_dir = Path(tempfile.mkdtemp(prefix="msgw-", dir="/tmp"))
+        self.mount_dir.chmod(0o755)
+        shutil.copyfile(FORWARDER_SOURCE, self.mount_dir / "forwarder.py")
+        (self.mount_dir / "forwarder.py").chmod(0o644)
+        self._server = _Server(str(self.socket_path), _handler_for(self))
+        os.chmod(self.socket_path, 0o777)  # the sandbox's unprivileged user connects to it
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name=f"gateway-{self.job_id}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    @property
+    def socket_path(self) -> Path:
+        assert self.mount_dir is not None, "gateway not started"
+        return self.mount_dir / "llm.sock"
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._own_http:
+            self.http.close()
+        if self.mount_dir is not None:
+            shutil.rmtree(self.mount_dir, ignore_errors=True)
+
+    def __enter__(self) -> Gateway:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def usage(self) -> Any:
+        return self.meter.job(self.job_id)
+
+    # -- forwarding -------------------------------------------------------------------------------
+
+    def handle(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        """Serve one request from the sandbox: returns (status, JSON body)."""
+        route = path.split("?", 1)[0].rstrip("/")
+        route = route[3:] if route.startswith("/v1/") else route
+        if (method, route) not in ROUTES:
+            return _error(
+                404, f"the gateway serves {sorted(r for _, r in ROUTES)} under /v1, not {method} {path}"
+            )
+        if method == "GET":
+            return self._forward(method, route, None, None)
+        if len(body) > self.max_request_bytes:
+            return _error(413, f"request over {self.max_request_bytes} bytes")
+        try:
+            request = json.loads(body)
+            if not isinstance(request, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            return _error(400, f"request body is not a JSON object: {exc}")
+        if request.get("stream"):
+            return _error(400, "streaming is not supported through the metasearch gateway; set stream=false")
+        if self.model and request.get("model") in (None, "", "default"):
+            request["model"] = self.model
+        try:
+            self.meter.check(self.job_id)
+        except BudgetExhausted as exc:
+            with self._lock:
+                self.budget_refusals += 1
+            return _error(403, str(exc), kind="token_budget_exhausted")
+        return self._forward(method, route, request, body)
+
+    def _forward(
+        self, method: str, route: str, request: dict[str, Any] | None, raw: bytes | None
+    ) -> tuple[int, bytes]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        payload = json.dumps(request).encode() if request is not None else None
+        started = time.monotonic()
+        error = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(min(self.backoff_s * 2 ** (attempt - 1), 30.0))
+            try:
+                status, data = self._send(method, self.upstream + route, payload, headers)
+            except httpx.TransportError as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                continue
+            except _TooLarge:
+                return self._record(
+                    route,
+                    request,
+                    502,
+                    _error(502, f"upstream reply over {self.max_response_bytes} bytes")[1],
+                    started,
+                )
+            if status in RETRY_STATUS:
+                error = f"HTTP {status}: {data[:200].decode('utf-8', 'replace')}"
+                continue
+            return self._record(route, request, status, data, started)
+        with self._lock:
+            self.upstream_failures += 1
+            self.last_upstream_error = error
+        message = f"LLM upstream failed after {self.retries + 1} attempts: {error}"
+        return self._record(
+            route, request, 502, _error(502, message, kind="upstream_unavailable")[1], started
+        )
+
+    def _send(
+        self, method: str, url: str, payload: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        with self.http.stream(method, url, content=payload, headers=headers) as response:
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > self.max_response_bytes:
+                    raise _TooLarge
+                chunks.append(chunk)
+            return response.status_code, b"".join(chunks)
+
+    def _record(
+        self, route: str, request: dict[str, Any] | None, status: int, data: bytes, started: float
+    ) -> tuple[int, bytes]:
+        prompt = completion = 0
+        if status == 200 and request is not None:
+            try:
+                reply = json.loads(data)
+                if not isinstance(reply, dict) or not reply.get("choices"):
+                    raise ValueError("no choices")
+                usage = reply.get("usage") or {}
+                prompt = int(usage.get("prompt_tokens") or 0)
+                completion = int(usage.get("completion_tokens") or 0)
+                if not usage:  # a server that reports no usage still spends the budget: estimate
+                    prompt, completion = len(json.dumps(request)) // 4, len(data) // 4
+                self.meter.charge(self.job_id, prompt, completion)
+            except (ValueError, AttributeError, TypeError) as exc:
+                status, data = _error(502, f"malformed upstream reply ({exc}): {data[:200]!r}")
+        with self._lock:
+            self.calls += 1
+        if self.transcript_path is not None:
+            line = {
+                "ts": time.time(),
+                "job_id": self.job_id,
+                "route": route,
+                "status": status,
+                "latency_s": round(time.monotonic() - started, 4),
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "request": _clip(json.dumps(request) if request is not None else ""),
+                "response": _clip(data.decode("utf-8", "replace")),
+            }
+            with self._lock, self.transcript_path.open("a") as f:
+                f.write(json.dumps(line) + "\n")
+        return status, data
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _clip(text: str) -> str:
+    if len(text) <= TRANSCRIPT_CHARS:
+        return text
+    return (
+        text[: TRANSCRIPT_CHARS // 2]
+        + f"\n[... {len(text) - TRANSCRIPT_CHARS} chars ...]\n"
+        + text[-TRANSCRIPT_CHARS // 2 :]
+    )
+
+
+def _error(status: int, message: str, *, kind: str = "gateway_error") -> tuple[int, bytes]:
+    return status, json.dumps({"error": {"message": message, "type": kind, "code": kind}}).encode()
+
+
+def _handler_for(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def address_string(self) -> str:  # a unix socket peer has no address
+            return "sandbox"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug("gateway %s: " + format, gateway.job_id, *args)
+
+        def do_GET(self) -> None:
+            self._safely("GET", b"")
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > gateway.max_request_bytes:
+                self._reply(*_error(413, f"request over {gateway.max_request_bytes} bytes"))
+                self.close_connection = True
+                return
+            self._safely("POST", self.rfile.read(length))
+
+        def _safely(self, method: str, body: bytes) -> None:
+            try:
+                answer = gateway.handle(method, self.path, body)
+            except Exception as exc:  # a gateway bug must not leave the agent without an answer
+                log.exception("gateway %s: %s %s failed", gateway.job_id, method, self.path)
+                answer = _error(500, f"gateway error: {type(exc).__name__}: {exc}")
+            self._reply(*answer)
+
+        def _reply(self, status: int, payload: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    return Handler

@@ -1,0 +1,121 @@
+"""``LLMService``: a study's LLM access in one place (managed server, shared client, per-job gateways).
+
+Built by ``launch`` when the config names an endpoint (``llm.base_url``, ``OPENAI_BASE_URL``) or a server
+to manage (``llm.serve``). Every metered call is journaled as usage (``on_charge``), so the study's
+``budget.tokens`` and ``budget.cost_usd`` count host-side meta-agent calls and sandboxed agents' calls alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import httpx
+
+from metasearch.errors import ConfigError
+from metasearch.llm.client import LLMClient
+from metasearch.llm.gateway import Gateway
+from metasearch.llm.serve import VLLMServer
+from metasearch.llm.usage import Prices, TokenMeter
+
+if TYPE_CHECKING:
+    from metasearch.config import LLMSection
+
+log = logging.getLogger(__name__)
+
+
+def endpoint_configured(section: LLMSection) -> bool:
+    return bool(section.base_url or section.serve or os.environ.get("OPENAI_BASE_URL"))
+
+
+class LLMService:
+    def __init__(
+        self,
+        section: LLMSection,
+        *,
+        study_dir: Path,
+        study_tokens: int | None = None,
+        used_tokens: int = 0,
+        on_charge: Callable[[str, int, float], None] | None = None,
+    ) -> None:
+        if not endpoint_configured(section):
+            raise ConfigError("llm.base_url: no OpenAI-compatible endpoint configured (or set llm.serve)")
+        self.section = section
+        self.study_dir = Path(study_dir)
+        self.meter = TokenMeter(
+            study_limit=study_tokens,
+            job_limit=section.max_tokens_per_job,
+            prices=Prices(section.price_input_per_mtok, section.price_output_per_mtok),
+            study_used_before=used_tokens,
+            on_charge=on_charge,
+        )
+        self.server: VLLMServer | None = None
+        self._client: LLMClient | None = None
+        self._http: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> LLMService:
+        if self.section.serve is not None and self.server is None:
+            self.server = VLLMServer(self.section.serve, self.study_dir / "logs" / "vllm.log").start()
+        return self
+
+    @property
+    def base_url(self) -> str:
+        if self.server is not None:
+            return self.server.base_url
+        url = self.section.base_url or os.environ.get("OPENAI_BASE_URL")
+        assert url, "checked in __init__"
+        return url
+
+    @property
+    def api_key(self) -> str | None:
+        name = self.section.api_key_env
+        return os.environ.get(name) if name else None
+
+    @property
+    def client(self) -> LLMClient:
+        with self._lock:
+            if self._client is None:
+                self._client = LLMClient.from_section(self.section, base_url=self.base_url, meter=self.meter)
+                if self.server is not None and self.section.model is None:
+                    self._client._model = self.server.model
+            return self._client
+
+    @property
+    def model(self) -> str:
+        return self.client.model
+
+    @contextmanager
+    def gateway(self, job_id: str, log_dir: Path) -> Iterator[Gateway]:
+        with self._lock:
+            if self._http is None:
+                limits = httpx.Limits(max_connections=512, max_keepalive_connections=512)
+                self._http = httpx.Client(timeout=self.section.timeout_s, limits=limits)
+            http = self._http
+        gateway = Gateway(
+            self.base_url,
+            job_id=job_id,
+            meter=self.meter,
+            api_key=self.api_key,
+            model=self.model,
+            transcript_path=Path(log_dir) / "llm.jsonl",
+            http=http,
+            retries=self.section.max_retries,
+            backoff_s=self.section.retry_backoff_s,
+        )
+        with gateway:
+            yield gateway
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+        if self._http is not None:
+            self._http.close()
+        if self.server is not None:
+            self.server.stop()
+            self.server = None

@@ -1,0 +1,92 @@
+"""LLMClient against the scripted server over real HTTP: replies, accounting, retries, errors, concurrency."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from metasearch.errors import InfrastructureError
+from metasearch.llm.client import LLMClient, LLMError
+from metasearch.llm.scripted import ScriptedLLM
+from metasearch.llm.usage import BudgetExhausted, Prices, TokenMeter
+
+MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "two plus two"}]
+
+
+def test_a_reply_with_tokens_and_cost() -> None:
+    charged: list[tuple[str, int, float]] = []
+    meter = TokenMeter(prices=Prices(1.0, 2.0), on_charge=lambda j, t, c: charged.append((j, t, c)))
+    with ScriptedLLM(["four it is"]) as llm:
+        client = LLMClient(llm.base_url, meter=meter)
+        result = client.chat(MESSAGES, job_id="j1", temperature=0.1)
+        assert result.text == "four it is"
+        assert (result.prompt_tokens, result.completion_tokens) == (5, 3)  # whitespace words
+        assert result.cost_usd == pytest.approx((5 * 1.0 + 3 * 2.0) / 1e6)
+        assert result.model == "scripted"  # the endpoint's first model when none is configured
+        assert llm.requests[0]["temperature"] == 0.1 and llm.requests[0]["max_tokens"] == 4096
+    assert meter.job("j1").tokens == 8 and meter.study.calls == 1
+    assert charged == [("j1", 8, pytest.approx(11e-6))]
+
+
+def test_transient_failures_are_retried() -> None:
+    with ScriptedLLM([{"status": 503}, {"status": 429}, "fine"]) as llm:
+        result = LLMClient(llm.base_url, max_retries=3).chat(MESSAGES)
+    assert result.text == "fine" and len(llm.requests) == 3
+
+
+def test_an_endpoint_that_stays_down_is_an_infrastructure_error() -> None:
+    with ScriptedLLM([{"status": 503}]) as llm:
+        with pytest.raises(InfrastructureError, match="HTTP 503"):
+            LLMClient(llm.base_url, max_retries=2, model="m").chat(MESSAGES)
+        assert len(llm.requests) == 3
+    port = llm.port  # stopped: nothing listens there any more
+    with pytest.raises(InfrastructureError, match="unreachable"):
+        LLMClient(f"http://127.0.0.1:{port}/v1", max_retries=1, model="m", timeout_s=2).chat(MESSAGES)
+
+
+def test_refusals_and_garbage_are_llm_errors_not_crashes() -> None:
+    with ScriptedLLM([{"status": 400, "content": "bad request"}]) as llm:
+        with pytest.raises(LLMError, match="HTTP 400"):
+            LLMClient(llm.base_url, model="m").chat(MESSAGES)
+    with ScriptedLLM([{"raw": b"<html>not json</html>"}]) as llm, pytest.raises(LLMError):
+        LLMClient(llm.base_url, model="m", max_retries=0).chat(MESSAGES)
+    with (
+        ScriptedLLM(
+            [{"raw": b'{"id": "x", "choices": [], "model": "m", "object": "chat.completion", "created": 0}'}]
+        ) as llm,
+        pytest.raises(LLMError, match="without choices"),
+    ):
+        LLMClient(llm.base_url, model="m").chat(MESSAGES)
+
+
+def test_huge_replies_are_bounded() -> None:
+    with ScriptedLLM(["word " * 50_000]) as llm:
+        result = LLMClient(llm.base_url, model="m", max_reply_chars=1000).chat(MESSAGES)
+    assert len(result.text) < 1100 and result.text.endswith("truncated by metasearch ...]")
+
+
+def test_budgets_are_enforced_before_the_call() -> None:
+    meter = TokenMeter(job_limit=10)
+    with ScriptedLLM(["one two three four five six seven eight"]) as llm:
+        client = LLMClient(llm.base_url, model="m", meter=meter)
+        client.chat(MESSAGES, job_id="j")  # 5 + 8 = 13 tokens: starts under budget, ends over
+        with pytest.raises(BudgetExhausted, match="job: 13 of 10"):
+            client.chat(MESSAGES, job_id="j")
+        client.chat(MESSAGES, job_id="other")  # another job has its own budget
+        assert len(llm.requests) == 2
+
+
+def test_calls_from_many_threads_reach_the_server_at_once() -> None:
+    barrier = threading.Barrier(8, timeout=20)
+
+    def script(body: dict[str, object]) -> str:
+        barrier.wait()  # only returns when 8 requests are inside the server together
+        return "done"
+
+    with ScriptedLLM(script) as llm:
+        client = LLMClient(llm.base_url, model="m", max_retries=0)
+        with ThreadPoolExecutor(8) as pool:
+            texts = list(pool.map(lambda _: client.chat(MESSAGES).text, range(8)))
+    assert texts == ["done"] * 8 and llm.max_in_flight == 8

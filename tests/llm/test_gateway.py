@@ -1,0 +1,144 @@
+"""The gateway over its real unix socket, against the scripted server: forwarding, metering, budgets,
+transcripts, outages, bounds, concurrency, and the TCP forwarder third-party agents use."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import openai
+from conftest import call, chat_body
+
+from metasearch.llm.gateway import Gateway
+from metasearch.llm.scripted import ScriptedLLM
+from metasearch.llm.serve import free_port
+from metasearch.llm.usage import TokenMeter
+
+
+def test_forwards_fills_the_model_adds_the_key_and_meters(tmp_path: Path) -> None:
+    seen: list[dict[str, object]] = []
+    with ScriptedLLM(lambda body: seen.append(body) or "a b c") as llm:
+        meter = TokenMeter()
+        with Gateway(llm.base_url, job_id="j1", meter=meter, model="big-model", api_key="sk-secret",
+                     transcript_path=tmp_path / "llm.jsonl") as gw:  # fmt: skip
+            status, reply = call(str(gw.socket_path), chat_body("hello there"))
+            assert status == 200 and reply["choices"][0]["message"]["content"] == "a b c"
+            status, models = call(str(gw.socket_path), path="/v1/models")
+            assert status == 200 and models["data"][0]["id"] == "scripted"
+            status, err = call(str(gw.socket_path), {"x": 1}, path="/v1/embeddings")
+            assert status == 404 and "/chat/completions" in err["error"]["message"]
+            mount = gw.mount_dir
+            assert mount is not None and (mount / "forwarder.py").is_file()
+        assert not mount.exists()  # stop() removes the socket directory
+    assert seen[0]["model"] == "big-model"
+    assert meter.job("j1").tokens == 2 + 3 and meter.job("j1").calls == 1
+    [line] = [json.loads(x) for x in (tmp_path / "llm.jsonl").read_text().splitlines() if '"/chat' in x]
+    assert line["status"] == 200 and line["prompt_tokens"] == 2 and "hello there" in line["request"]
+    assert "sk-secret" not in (tmp_path / "llm.jsonl").read_text()
+
+
+def test_the_upstream_key_is_sent_upstream_only() -> None:
+    headers: list[str] = []
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        data = conn.recv(65536).decode()
+        headers.extend(data.split("\r\n"))
+        body = b'{"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}'
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nContent-Type: application/json\r\n\r\n" % len(body)
+            + body
+        )
+        conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    with Gateway(f"http://127.0.0.1:{port}/v1", job_id="j", api_key="sk-secret") as gw:
+        status, _ = call(str(gw.socket_path), chat_body())
+    thread.join(5)
+    listener.close()
+    assert status == 200 and "Authorization: Bearer sk-secret" in headers
+    assert headers[0] == "POST /v1/chat/completions HTTP/1.1"
+
+
+def test_job_and_study_budgets_refuse_with_a_clear_error() -> None:
+    with ScriptedLLM(["one two three four five"]) as llm:
+        meter = TokenMeter(job_limit=8, study_limit=20)
+        with Gateway(llm.base_url, job_id="a", meter=meter) as gw:
+            assert call(str(gw.socket_path), chat_body("hi"))[0] == 200  # 1 + 5 = 6
+            assert call(str(gw.socket_path), chat_body("hi"))[0] == 200  # 12: over, but started under
+            status, err = call(str(gw.socket_path), chat_body("hi"))
+            assert status == 403 and err["error"]["type"] == "token_budget_exhausted"
+            assert "job: 12 of 8 tokens" in err["error"]["message"] and gw.budget_refusals == 1
+        with Gateway(llm.base_url, job_id="b", meter=meter) as gw:
+            assert call(str(gw.socket_path), chat_body("hi"))[0] == 200  # study at 18
+            assert call(str(gw.socket_path), chat_body("hi"))[0] == 200  # study at 24
+            status, err = call(str(gw.socket_path), chat_body("hi"))
+            assert status == 403 and "study" in err["error"]["message"] and meter.study_exhausted
+        assert len(llm.requests) == 4
+
+
+def test_an_upstream_outage_is_retried_then_reported() -> None:
+    with ScriptedLLM([{"status": 503}, {"status": 502}, "recovered"]) as llm:
+        with Gateway(llm.base_url, job_id="j", retries=3, backoff_s=0.01) as gw:
+            status, reply = call(str(gw.socket_path), chat_body())
+            assert status == 200 and reply["choices"][0]["message"]["content"] == "recovered"
+            assert gw.upstream_failures == 0
+    port = free_port()  # nothing listens there
+    with Gateway(f"http://127.0.0.1:{port}/v1", job_id="j", retries=2, backoff_s=0.01) as gw:
+        status, err = call(str(gw.socket_path), chat_body())
+        assert status == 502 and err["error"]["type"] == "upstream_unavailable"
+        assert "after 3 attempts" in err["error"]["message"]
+        assert gw.upstream_failures == 1 and "ConnectError" in (gw.last_upstream_error or "")
+
+
+def test_huge_and_malformed_replies_are_bounded() -> None:
+    with ScriptedLLM([{"raw": b"x" * 200_000}, {"raw": b"{not json"}, {"raw": b'{"usage": {}}'}]) as llm:
+        with Gateway(llm.base_url, job_id="j", max_response_bytes=100_000) as gw:
+            status, err = call(str(gw.socket_path), chat_body())
+            assert status == 502 and "over 100000 bytes" in err["error"]["message"]
+            status, err = call(str(gw.socket_path), chat_body())
+            assert status == 502 and "malformed upstream reply" in err["error"]["message"]
+            status, err = call(str(gw.socket_path), chat_body())
+            assert status == 502 and "no choices" in err["error"]["message"]
+            status, err = call(str(gw.socket_path), {"messages": [], "stream": True})
+            assert status == 400 and "stream" in err["error"]["message"]
+        assert gw.upstream_failures == 0  # the upstream answered: the agent sees the error and goes on
+
+
+def test_parallel_calls_are_not_serialised() -> None:
+    barrier = threading.Barrier(6, timeout=20)
+    with ScriptedLLM(lambda body: (barrier.wait(), "ok")[1]) as llm:
+        with Gateway(llm.base_url, job_id="j") as gw, ThreadPoolExecutor(6) as pool:
+            statuses = list(pool.map(lambda _: call(str(gw.socket_path), chat_body())[0], range(6)))
+    assert statuses == [200] * 6 and llm.max_in_flight == 6
+
+
+def test_the_forwarder_gives_an_openai_client_a_tcp_base_url() -> None:
+    with ScriptedLLM(["via tcp"]) as llm, Gateway(llm.base_url, job_id="j") as gw:
+        assert gw.mount_dir is not None
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, str(gw.mount_dir / "forwarder.py"), "--port", str(port), "--socket", str(gw.socket_path)],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+            client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+            reply = client.chat.completions.create(
+                model="default", messages=[{"role": "user", "content": "x"}]
+            )
+            assert reply.choices[0].message.content == "via tcp"
+            assert [m.id for m in client.models.list().data] == ["scripted"]
+        finally:
+            proc.kill()
+            proc.wait()
