@@ -17,7 +17,6 @@ from metasearch.archive import GitArchive
 from metasearch.config import load_config
 from metasearch.llm.scripted import ScriptedLLM
 
-pytestmark = pytest.mark.docker
 
 SOLVE_STEP = """I will predict a constant: the majority class (or the mean for regression).
 ```bash
@@ -51,6 +50,7 @@ def competent(body: dict[str, Any]) -> str:
     return "SUBMIT\nlowered max_steps to 12" if improving else "SUBMIT\nwrote constant predictions"
 
 
+@pytest.mark.docker
 def test_coding_agent_and_self_modification_through_the_gateway(tmp_path: Path) -> None:
     with ScriptedLLM(competent) as llm:
         config = tmp_path / "study.yaml"
@@ -95,3 +95,63 @@ def test_coding_agent_and_self_modification_through_the_gateway(tmp_path: Path) 
         ["docker", "ps", "-aq", "--filter", "label=metasearch.study=coder"], capture_output=True, text=True
     )
     assert left.stdout.strip() == ""
+
+
+def _llm_study(tmp_path: Path, base_url: str, **overrides: Any) -> Path:
+    data: dict[str, Any] = {
+        "study": {"name": "llmrun", "seeds": ["coding-agent"], "workers": 1},
+        "budget": {"evaluations": 4, "wall_time_s": 300},
+        "scheduler": {"name": "greedy"},
+        "proposer": {"name": "knobs"},
+        "suite": {"name": "training", "subset": "smoke", "time_budget_s": 5},
+        "sandbox": {"name": "local"},  # the seed is trusted; Docker is covered above
+        "llm": {"base_url": base_url, "api_key_env": None, "max_retries": 1, "retry_backoff_s": 0.01},
+        "tracking": {"mlflow": {"enabled": False}},
+    }
+    for key, value in overrides.items():
+        data[key] = {**data[key], **value}
+    config = tmp_path / "study.yaml"
+    config.write_text(yaml.safe_dump(data))
+    return config
+
+
+def test_an_upstream_that_stays_down_stops_the_study_cleanly(tmp_path: Path) -> None:
+    with ScriptedLLM([{"status": 503}]) as llm:
+        config = _llm_study(tmp_path, llm.base_url)
+        launched = launch.create(load_config(config), tmp_path / "a" / "down")
+        try:
+            reason = launched.study.run(launched.runner, workers=1)
+        finally:
+            launched.close()
+    assert "infrastructure" in reason and "LLM upstream unavailable" in reason and "503" in reason, reason
+    index = launched.archive.index
+    assert index.evaluations == {}  # nothing was scored: an outage is not the candidate's fault
+    assert not index.open_jobs  # the failed jobs went back to the queue for a resume
+    assert len(llm.requests) == 3 * 2  # three jobs in a row, each: the call and one retry
+
+
+def test_an_exhausted_token_budget_stops_the_study_and_resume_continues_it(tmp_path: Path) -> None:
+    with ScriptedLLM(competent) as llm:
+        config = _llm_study(tmp_path, llm.base_url, budget={"tokens": 150})
+        study_dir = tmp_path / "a" / "tokens"
+        launched = launch.create(load_config(config), study_dir)
+        try:
+            reason = launched.study.run(launched.runner, workers=1)
+        finally:
+            launched.close()
+        assert "token budget" in reason, reason
+        spent = launched.archive.index.tokens
+        done = len(launched.archive.index.evaluations)
+        assert spent >= 150 and done < 2  # the second seed evaluation was refused, not scored
+        resumed = launch.reopen(study_dir, ["budget.tokens=100000"])
+        try:
+            reason = resumed.study.run(resumed.runner, workers=1)
+        finally:
+            resumed.close()
+    index = resumed.archive.index
+    assert "token budget" not in reason, reason
+    assert len(index.evaluations) > done and index.tokens > spent
+    seed = next(a for a in index.agents.values() if a.parent_id is None)
+    assert {e.task_id for e in index.evaluations.values() if e.agent_id == seed.id} == set(
+        resumed.runner.tasks
+    )
