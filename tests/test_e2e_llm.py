@@ -17,7 +17,6 @@ from metasearch.archive import GitArchive
 from metasearch.config import load_config
 from metasearch.llm.scripted import ScriptedLLM
 
-
 SOLVE_STEP = """I will predict a constant: the majority class (or the mean for regression).
 ```bash
 python3 - <<'EOF'
