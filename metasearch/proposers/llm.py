@@ -159,7 +159,7 @@ class LLMProposer:
             command=["sleep", "infinity"],
             mounts=(Mount(workspace, "/agent", read_only=False),),
             workdir="/agent",
-            env={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"},
+            env={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": "/agent"},
             limits=Limits(timeout_s=self.config.step_timeout_s * self.config.max_steps),
             labels={"metasearch.study": self.study_dir.name, "metasearch.job": context.job_id},
         )
@@ -187,7 +187,7 @@ class LLMProposer:
                 if len(commands) != 1:
                     observation = "Format error: reply with exactly one ```bash block, or SUBMIT when done."
                 else:
-                    out = session.exec(["bash", "-lc", commands[0]], timeout_s=self.config.step_timeout_s)
+                    out = session.exec(["bash", "-c", commands[0]], timeout_s=self.config.step_timeout_s)
                     observation = truncate(
                         f"exit code {out.exit_code}{' (timed out)' if out.timed_out else ''}\n{out.stdout}{out.stderr}",
                         self.config.max_output_chars,

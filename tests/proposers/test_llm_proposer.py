@@ -143,3 +143,49 @@ def test_the_meta_agent_edits_and_bad_proposals_are_rejected_with_reasons(tmp_pa
     assert scores[child.id], "the child was evaluated"
     assert index.tokens > 0  # metered calls were journaled as usage
     json.dumps(reasons)
+
+
+def test_the_tool_loop_edits_the_workspace_in_a_sandbox_session(tmp_path: Path) -> None:
+    seed = write_seed(tmp_path / "seed")
+    steps = [
+        "Look at the code first.\n```bash\ncat solve.py && ls tests\n```",
+        "Swap zeros for ones.\n```bash\nsed -i 's/np.zeros(/np.ones(/' solve.py && python3 -m unittest discover -s tests -q\n```",
+        "SUBMIT\nPredict class one instead of zero",
+    ]
+    observations: list[str] = []
+
+    def script(body: dict[str, Any]) -> str:
+        messages = body["messages"]
+        if messages[-1]["role"] == "user" and len(messages) > 2:
+            observations.append(messages[-1]["content"])
+        return steps[min(sum(m["role"] == "assistant" for m in messages), len(steps) - 1)]
+
+    with ScriptedLLM(script) as llm:
+        config = tmp_path / "study.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "study": {"name": "tools", "seeds": [str(seed)], "workers": 1},
+                    "budget": {"evaluations": 4, "expansions": 1, "wall_time_s": 300},
+                    "scheduler": {"name": "greedy"},
+                    "proposer": {"name": "llm", "mode": "tools", "max_steps": 5},
+                    "suite": {"name": "training", "subset": "smoke", "time_budget_s": 2},
+                    "sandbox": {"name": "local"},
+                    "llm": {"base_url": llm.base_url, "api_key_env": None},
+                    "tracking": {"mlflow": {"enabled": False}},
+                }
+            )
+        )
+        launched = launch.create(load_config(config), tmp_path / "archive" / "tools")
+        try:
+            launched.study.run(launched.runner, workers=1)
+        finally:
+            launched.close()
+    index = launched.archive.index
+    [child] = [a for a in index.agents.values() if a.parent_id is not None]
+    assert child.meta["summary"] == "Predict class one instead of zero"
+    assert "def main(task):" in observations[0] and "test_solve.py" in observations[0]
+    assert observations[1].startswith("exit code 0")
+    diff = (Path(child.meta["transcript_path"]).parent / "proposal.diff").read_text()
+    assert '-    np.save(task / "output" / "predictions.npy", np.zeros(' in diff
+    assert '+    np.save(task / "output" / "predictions.npy", np.ones(' in diff
