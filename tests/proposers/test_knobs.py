@@ -113,3 +113,48 @@ def test_global_mode_samples_every_knob(tmp_path: Path) -> None:
     proposer.propose(PARENT, ws, _context(tmp_path, "job-g"))
     after = json.loads((ws / "knobs.json").read_text())
     assert after["lr"] != 0.01 and after["width"] != 8
+
+
+def test_the_storage_opens_in_optuna_dashboard(tmp_path: Path) -> None:
+    """`optuna-dashboard <study_dir>/optuna.journal` serves the knobs study with its trials."""
+    import shutil
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    dashboard = shutil.which("optuna-dashboard") or str(Path(sys.executable).with_name("optuna-dashboard"))
+    if not Path(dashboard).exists():
+        pytest.skip("optuna-dashboard is not installed (pip install optuna-dashboard)")
+    test_tells_optuna_when_child_has_enough_evaluations(tmp_path)  # one complete, one failed, one running
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [dashboard, str(tmp_path / "optuna.journal"), "--port", str(port), "--host", "127.0.0.1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            try:
+                studies = httpx.get(f"http://127.0.0.1:{port}/api/studies", timeout=5).json()[
+                    "study_summaries"
+                ]
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, "optuna-dashboard did not answer"
+                time.sleep(0.5)
+        [study] = [s for s in studies if s["study_name"] == OPTUNA_STUDY]
+        detail = httpx.get(f"http://127.0.0.1:{port}/api/studies/{study['study_id']}", timeout=10).json()
+        states = sorted(t["state"] for t in detail["trials"])
+        assert states == ["Complete", "Fail", "Running"], states
+        assert {p["name"] for p in detail["trials"][0]["params"]} >= {"lr", "width", "opt"}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
