@@ -92,7 +92,10 @@ def preflight(resolved: ResolvedConfig) -> list[Path]:
 def create(resolved: ResolvedConfig, study_dir: Path, *, callbacks: Sequence[Callback] = ()) -> Launched:
     seeds = preflight(resolved)
     # Build the plugins once before anything is written, so a plugin that cannot work fails cleanly.
-    resolved.plugins["suite"].create()
+    suite = resolved.plugins["suite"].create()
+    needs = getattr(suite, "needs", None)
+    if callable(needs):  # e.g. a harness package the suite grades with
+        needs()
     resolved.plugins["proposer"].create(study_dir=study_dir, llm=resolved.config.llm)
     archive = GitArchive.create(study_dir, study=study_dir.name, config_text=resolved.to_yaml())
     try:

@@ -1,0 +1,309 @@
+"""``polyglot``: Aider's polyglot benchmark (Exercism exercises) from a local checkout; tests stay hidden.
+
+``suite.path`` is a polyglot-benchmark checkout: ``<language>/exercises/practice/<exercise>/`` with
+``.docs/instructions.md`` (plus optional ``instructions.append.md``) and ``.meta/config.json`` listing
+``files.solution``, ``files.test`` and ``files.example``. Tasks are ``polyglot/<language>/<exercise>``.
+Nothing is downloaded; ``content_hash`` covers every file of the loaded exercises.
+
+Variant: the agent does **not** see the tests (Aider shows them; we record the difference here). Visible
+under ``/task/workspace``: the exercise without ``.meta/`` and without the test files, with the stub
+solution files to edit; ``TASK.md`` holds the instructions. Grading copies the pristine exercise (tests
+included) into a fresh sandbox, takes only the ``files.solution`` paths from the artifact, runs the
+language's test command and scores 1 if it exits 0, else 0. Subsets: ``all`` and DGM's ``dgm-small``
+(10) / ``dgm-medium`` (50) lists (jennyzzt/dgm ``polyglot/subsets/*.json`` at commit d88fdd6).
+
+Not verified offline: the non-Python test commands (they need the multi-toolchain image: cargo, go, node
+with jest pre-installed, cmake, a JDK with gradle; override per language with ``test_commands``), and
+results on the real checkout. Only Python grading runs in the local sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from metasearch.errors import ConfigError
+from metasearch.sandboxes.protocol import Limits, Mount, RunSpec, Sandbox
+from metasearch.suites.kernelbench import hash_files
+from metasearch.suites.protocol import Task, TaskResult
+from metasearch.suites.training import parse_grader_output
+
+LANGUAGES = ("cpp", "go", "java", "javascript", "python", "rust")
+TEST_COMMANDS = {
+    "python": "python3 -m pytest -q -p no:cacheprovider",
+    "rust": "cargo test --offline -- --include-ignored",
+    "go": "go test ./...",
+    "javascript": "sed -i 's/\\bxtest(/test(/g' *.spec.js && npm test",
+    "cpp": "cmake -S . -B build -DEXERCISM_RUN_ALL_TESTS=1 && cmake --build build "
+    "&& cd build && ctest --output-on-failure --no-tests=ignore",
+    "java": "find . -path '*src/test*' -name '*.java' -exec sed -i '/@Disabled/d' {} + && "
+    "if [ -x ./gradlew ]; then ./gradlew test --offline; else gradle test --offline; fi",
+}
+DGM_SMALL = [
+    "go__dominoes",
+    "cpp__all-your-base",
+    "python__dominoes",
+    "java__sgf-parsing",
+    "javascript__robot-name",
+    "rust__variable-length-quantity",
+    "python__beer-song",
+    "go__book-store",
+    "javascript__bottle-song",
+    "rust__bowling",
+]
+DGM_MEDIUM = [
+    "javascript__queen-attack",
+    "rust__wordy",
+    "python__dot-dsl",
+    "java__satellite",
+    "cpp__diamond",
+    "rust__accumulate",
+    "go__error-handling",
+    "cpp__queen-attack",
+    "rust__poker",
+    "python__sgf-parsing",
+    "rust__react",
+    "java__ledger",
+    "go__connect",
+    "rust__macros",
+    "javascript__triangle",
+    "java__zipper",
+    "java__bowling",
+    "python__tree-building",
+    "javascript__say",
+    "java__wordy",
+    "python__food-chain",
+    "javascript__wordy",
+    "python__poker",
+    "javascript__grade-school",
+    "cpp__gigasecond",
+    "java__forth",
+    "python__dominoes",
+    "go__word-search",
+    "javascript__simple-linked-list",
+    "go__counter",
+    "java__react",
+    "javascript__ocr-numbers",
+    "python__scale-generator",
+    "java__go-counting",
+    "rust__doubly-linked-list",
+    "python__grade-school",
+    "javascript__forth",
+    "python__wordy",
+    "java__mazy-mice",
+    "cpp__bank-account",
+    "python__zipper",
+    "java__custom-set",
+    "java__rest-api",
+    "go__transpose",
+    "rust__gigasecond",
+    "rust__say",
+    "go__food-chain",
+    "rust__pig-latin",
+    "go__markdown",
+    "go__crypto-square",
+]
+SUBSETS = {"dgm-small": DGM_SMALL, "dgm-medium": DGM_MEDIUM}
+# Runs inside the grading sandbox: pristine exercise + the candidate's solution files, then the tests.
+GRADE_SCRIPT = """
+import json, os, shutil, subprocess, sys, tempfile
+exercise, artifact, solution, command, timeout = sys.argv[1:6]
+work = os.path.join(tempfile.mkdtemp(prefix="polyglot-"), "exercise")
+shutil.copytree(exercise, work, ignore=shutil.ignore_patterns(".meta"))
+taken = 0
+for rel in json.loads(solution):
+    src = os.path.join(artifact, rel)
+    if os.path.isfile(src) and not os.path.islink(src):
+        os.makedirs(os.path.dirname(os.path.join(work, rel)), exist_ok=True)
+        shutil.copyfile(src, os.path.join(work, rel))
+        taken += 1
+try:
+    run = subprocess.run(["sh", "-c", command], cwd=work, capture_output=True, text=True, timeout=float(timeout))
+    code, out = run.returncode, (run.stdout + run.stderr)[-1500:]
+except subprocess.TimeoutExpired:
+    code, out = None, f"tests timed out after {timeout}s"
+error = None if code == 0 else f"tests failed (exit {code}): {out}"
+print(json.dumps({"score": float(code == 0), "metrics": {"passed": float(code == 0),
+      "solution_files": float(taken)}, "error": error}))
+"""
+
+
+@dataclass(frozen=True)
+class Exercise:
+    language: str
+    name: str
+    path: Path
+    solution: tuple[str, ...]
+    tests: tuple[str, ...]
+    examples: tuple[str, ...]
+
+
+class PolyglotSuite:
+    name = "polyglot"
+    description = (
+        "Exercism exercises in six languages: implement the stub solution files in /task/workspace "
+        "following TASK.md; hidden tests decide pass or fail."
+    )
+    artifact_path = "workspace"
+    needs_docker = True
+    needs_gpu = False
+
+    class Config(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        path: str | None = None  # a polyglot-benchmark checkout
+        languages: list[str] | None = None  # None = every language present in the checkout
+        exercises: list[str] | None = None  # "python/dominoes" or "python__dominoes"; None = all
+        subset: str = "all"
+        test_commands: dict[str, str] = Field(default_factory=dict)  # per-language overrides (sh -c)
+        grade_timeout_s: float = Field(180.0, gt=0)
+        solve_timeout_s: float = Field(1200.0, gt=0)
+
+    def __init__(self, config: Config | None = None, **_: object) -> None:
+        self.config = config or PolyglotSuite.Config()
+        cfg = self.config
+        if cfg.subset != "all" and cfg.subset not in SUBSETS:
+            raise ConfigError(
+                f"suite.subset: unknown subset {cfg.subset!r}; allowed: all, {', '.join(SUBSETS)}"
+            )
+        if unknown := sorted(set(cfg.test_commands) - set(LANGUAGES)):
+            raise ConfigError(
+                f"suite.test_commands: unknown languages {unknown}; allowed: {', '.join(LANGUAGES)}"
+            )
+        self.root = _root(cfg.path)
+        languages = cfg.languages or [lang for lang in LANGUAGES if (self.root / lang).is_dir()]
+        self.exercises = _load(self.root, languages, cfg.exercises, cfg.subset)
+        self.needs_docker = any(ex.language != "python" for ex in self.exercises.values())
+        self.content_hash = hash_files(
+            self.root, [p for ex in self.exercises.values() for p in ex.path.rglob("*") if p.is_file()]
+        )
+
+    def tasks(self, subset: str | None = None) -> Sequence[Task]:
+        wanted = subset or self.config.subset
+        if wanted != "all" and wanted not in SUBSETS:
+            raise ConfigError(f"polyglot: unknown subset {wanted!r}; allowed: all, {', '.join(SUBSETS)}")
+        return [
+            Task(
+                id=task_id,
+                suite=self.name,
+                statement=_statement(ex),
+                subsets=("all", *(s for s, ids in SUBSETS.items() if f"{ex.language}__{ex.name}" in ids)),
+                timeout_s=self.config.solve_timeout_s,
+            )
+            for task_id, ex in self.exercises.items()
+            if wanted == "all" or f"{ex.language}__{ex.name}" in SUBSETS[wanted]
+        ]
+
+    def prepare(self, task_id: str, dest: Path) -> None:
+        """``TASK.md`` plus ``workspace/``: the exercise without ``.meta/`` and without its tests."""
+        ex = self._exercise(task_id)
+        hidden = {".meta", *ex.tests, *ex.examples}
+        workspace = dest / "workspace"
+        shutil.copytree(
+            ex.path,
+            workspace,
+            ignore=lambda folder, names: [
+                n for n in names if (Path(folder) / n).relative_to(ex.path).as_posix() in hidden
+            ],
+        )
+        (dest / "TASK.md").write_text(_statement(ex))
+
+    def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
+        ex = self._exercise(task_id)
+        command = self.config.test_commands.get(ex.language, TEST_COMMANDS[ex.language])
+        timeout = self.config.grade_timeout_s
+        artifact_dir.mkdir(parents=True, exist_ok=True)
+        spec = RunSpec(
+            command=[
+                "python3",
+                "-c",
+                GRADE_SCRIPT,
+                "/exercise",
+                "/artifact",
+                json.dumps(ex.solution),
+                command,
+                repr(max(timeout - 15, timeout / 2)),
+            ],
+            mounts=(Mount(ex.path, "/exercise"), Mount(artifact_dir, "/artifact")),
+            workdir="/exercise",
+            env={"PYTHONDONTWRITEBYTECODE": "1"},
+            limits=Limits(timeout_s=timeout, memory_mb=4096),
+            labels={"metasearch.role": "grader"},
+        )
+        return parse_grader_output(sandbox.run(spec))
+
+    def _exercise(self, task_id: str) -> Exercise:
+        if task_id not in self.exercises:
+            raise ConfigError(f"polyglot: unknown task {task_id!r} (not among the loaded exercises)")
+        return self.exercises[task_id]
+
+
+def _root(path: str | None) -> Path:
+    if not path:
+        raise ConfigError("suite.path: required; set it to a local polyglot-benchmark checkout")
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise ConfigError(f"suite.path: {root} does not exist or is not a directory")
+    return root
+
+
+def _load(root: Path, languages: list[str], names: list[str] | None, subset: str) -> dict[str, Exercise]:
+    found: dict[str, Exercise] = {}
+    for lang in languages:
+        if lang not in LANGUAGES:
+            raise ConfigError(f"suite.languages: unknown language {lang!r}; allowed: {', '.join(LANGUAGES)}")
+        practice = root / lang / "exercises" / "practice"
+        if not practice.is_dir():
+            raise ConfigError(
+                f"suite.languages: {lang!r} not found in suite.path ({practice} does not exist)"
+            )
+        for folder in sorted(p for p in practice.iterdir() if p.is_dir()):
+            found[f"polyglot/{lang}/{folder.name}"] = _read_exercise(lang, folder)
+    if not found:
+        raise ConfigError(
+            f"suite.path: no exercises under {root} (expected <language>/exercises/practice/*/)"
+        )
+    wanted = set(SUBSETS[subset]) if subset != "all" else None
+    if names is not None:
+        keys = {n.replace("__", "/", 1) for n in names}
+        if missing := sorted(k for k in keys if f"polyglot/{k}" not in found):
+            raise ConfigError(f"suite.exercises: not found in suite.path: {missing}")
+        found = {t: ex for t, ex in found.items() if t.split("/", 1)[1] in keys}
+    if wanted is not None:
+        loaded = {f"{ex.language}__{ex.name}" for ex in found.values()}
+        if missing := sorted(i for i in wanted - loaded if i.split("__")[0] in languages and names is None):
+            raise ConfigError(f"suite.subset: {subset} exercises missing from suite.path: {missing}")
+        found = {t: ex for t, ex in found.items() if f"{ex.language}__{ex.name}" in wanted}
+    return found
+
+
+def _read_exercise(language: str, folder: Path) -> Exercise:
+    config = folder / ".meta" / "config.json"
+    try:
+        files = json.loads(config.read_text())["files"]
+        lists = [tuple(str(p) for p in files[key]) for key in ("solution", "test", "example")]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"suite.path: {config}: unreadable files.solution/test/example: {exc}") from exc
+    for rel in (p for group in lists for p in group):
+        if PurePosixPath(rel).is_absolute() or ".." in PurePosixPath(rel).parts:
+            raise ConfigError(f"suite.path: {config}: path {rel!r} leaves the exercise folder")
+    return Exercise(language, folder.name, folder, *lists)
+
+
+def _statement(ex: Exercise) -> str:
+    docs = ex.path / ".docs"
+    parts = [
+        (docs / name).read_text().strip()
+        for name in ("instructions.md", "instructions.append.md")
+        if (docs / name).is_file()
+    ]
+    return (
+        f"# polyglot/{ex.language}/{ex.name}\n\n" + "\n\n".join(parts) + "\n\n## What to do\n\n"
+        f"Implement the solution in {ex.language} by editing, under /task/workspace: "
+        f"{', '.join(ex.solution)}. Only these files are graded. The tests are hidden; they are run with "
+        f"the exercise's standard {ex.language} test command.\n"
+    )

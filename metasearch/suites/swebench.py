@@ -1,0 +1,293 @@
+"""``swebench``: SWE-bench instances from a local JSON/JSONL file, graded by the official harness.
+
+``suite.instances`` is a ``.json`` (list) or ``.jsonl`` file of instances with at least ``instance_id``,
+``repo``, ``base_commit``, ``problem_statement``, ``patch``, ``test_patch``, ``FAIL_TO_PASS`` and
+``PASS_TO_PASS`` (the harness needs the other SWE-bench fields too, e.g. ``version`` and
+``environment_setup_commit``). Tasks are ``swebench/<instance_id>``. ``subset``: ``dgm-10`` (DGM/HGM's
+``small.json``), ``dgm-60`` (``small.json`` + ``medium.json``), ``all`` or a list of ids. The id lists are
+copied from jennyzzt/dgm ``swe_bench/subsets/{small,medium}.json`` at commit d88fdd6 (Apache-2.0).
+``content_hash`` is a sha256 over the selected instances' records (canonical JSON), hidden fields included.
+
+Visible to the agent: ``TASK.md`` and ``instance.json`` (id, repo, base commit, problem statement); never
+the gold ``patch``, ``test_patch`` or test lists. The agent works in the instance image (``image_for``;
+repository at ``/testbed``) and writes ``git diff`` to ``output/patch.diff``.
+
+Grading runs ``python -m swebench.harness.run_evaluation`` for one instance with a fresh ``run_id`` (the
+harness caches by run id, not by patch) and reads its ``report.json``: score 1 if resolved, metrics with
+the FAIL_TO_PASS / PASS_TO_PASS pass fractions. The harness starts its own Docker containers, so the
+``sandbox`` argument is not used. Without the ``swebench`` package, ``needs()`` and ``grade`` raise
+``ConfigError``. Not verified offline: a real harness run (needs Docker Hub images or network to build them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from metasearch.errors import ConfigError, InfrastructureError
+from metasearch.sandboxes.protocol import Sandbox
+from metasearch.suites.protocol import Task, TaskResult
+
+REQUIRED = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "problem_statement",
+    "patch",
+    "test_patch",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+)
+VISIBLE = ("instance_id", "repo", "base_commit", "problem_statement")
+DGM_SMALL = [
+    "django__django-10973",
+    "django__django-11066",
+    "django__django-12754",
+    "django__django-15930",
+    "django__django-13279",
+    "django__django-16661",
+    "django__django-13346",
+    "django__django-10880",
+    "django__django-10999",
+    "django__django-11087",
+]
+DGM_MEDIUM = [
+    "django__django-11790",
+    "django__django-12050",
+    "django__django-12262",
+    "django__django-12713",
+    "sphinx-doc__sphinx-8475",
+    "sphinx-doc__sphinx-8721",
+    "sphinx-doc__sphinx-9320",
+    "sphinx-doc__sphinx-9698",
+    "django__django-11848",
+    "django__django-12774",
+    "sphinx-doc__sphinx-7748",
+    "sphinx-doc__sphinx-8035",
+    "sphinx-doc__sphinx-8548",
+    "sphinx-doc__sphinx-9229",
+    "django__django-11880",
+    "django__django-12143",
+    "django__django-12155",
+    "sphinx-doc__sphinx-9367",
+    "django__django-12209",
+    "django__django-11951",
+    "django__django-12193",
+    "django__django-12276",
+    "django__django-12304",
+    "django__django-9296",
+    "sphinx-doc__sphinx-10466",
+    "django__django-11999",
+    "django__django-12039",
+    "django__django-12273",
+    "django__django-12325",
+    "django__django-12406",
+    "sphinx-doc__sphinx-10673",
+    "sphinx-doc__sphinx-11510",
+    "sphinx-doc__sphinx-7757",
+    "sphinx-doc__sphinx-8265",
+    "sphinx-doc__sphinx-8551",
+    "sphinx-doc__sphinx-8638",
+    "django__django-11815",
+    "django__django-11885",
+    "django__django-12708",
+    "sphinx-doc__sphinx-7590",
+    "sphinx-doc__sphinx-7985",
+    "sphinx-doc__sphinx-8056",
+    "sphinx-doc__sphinx-9461",
+    "django__django-11964",
+    "django__django-12308",
+    "sphinx-doc__sphinx-10449",
+    "sphinx-doc__sphinx-7454",
+    "sphinx-doc__sphinx-8269",
+    "sphinx-doc__sphinx-9230",
+    "sphinx-doc__sphinx-9281",
+]
+SUBSETS = {"dgm-10": DGM_SMALL, "dgm-60": DGM_SMALL + DGM_MEDIUM}
+MODEL = "metasearch"
+APPLY_PATCH_FAIL = ">>>>> Patch Apply Failed"
+
+
+class SWEBenchSuite:
+    name = "swebench"
+    description = (
+        "Resolve a GitHub issue in a real Python repository (/testbed, at the issue's base commit); write "
+        "the fix as a git diff to output/patch.diff. Scored by the repository's hidden tests."
+    )
+    artifact_path = "output"
+    needs_docker = True
+    needs_gpu = False
+
+    class Config(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        instances: str | None = None  # a local .json or .jsonl file of SWE-bench instances
+        subset: str | list[str] = "dgm-10"  # dgm-10 | dgm-60 | all | explicit instance ids
+        grade_timeout_s: float = Field(1800.0, gt=0)
+        solve_timeout_s: float = Field(3600.0, gt=0)
+
+    def __init__(self, config: Config | None = None, **_: object) -> None:
+        self.config = config or SWEBenchSuite.Config()
+        self.instances = _select(_read(self.config.instances), self.config.subset)
+        canonical = json.dumps([self.instances[i] for i in sorted(self.instances)], sort_keys=True)
+        self.content_hash = hashlib.sha256(canonical.encode()).hexdigest()
+
+    def needs(self) -> None:
+        """Raise ``ConfigError`` when grading cannot work here: the ``swebench`` harness is missing."""
+        if importlib.util.find_spec("swebench") is None:
+            raise ConfigError(
+                "suite.name: 'swebench' grading needs the swebench package (pip install swebench) "
+                "and a Docker engine with the swebench/sweb.eval.* images"
+            )
+
+    def tasks(self, subset: str | None = None) -> Sequence[Task]:
+        if subset not in (None, "all") and subset not in SUBSETS:
+            raise ConfigError(f"swebench: unknown subset {subset!r}; allowed: all, {', '.join(SUBSETS)}")
+        return [
+            Task(
+                id=f"swebench/{iid}",
+                suite=self.name,
+                statement=_statement(self.instances[iid]),
+                subsets=tuple(name for name, ids in SUBSETS.items() if iid in ids),
+                timeout_s=self.config.solve_timeout_s,
+            )
+            for iid in self.instances
+            if subset in (None, "all") or iid in SUBSETS[subset]
+        ]
+
+    def prepare(self, task_id: str, dest: Path) -> None:
+        instance = self._instance(task_id)
+        dest.mkdir(parents=True, exist_ok=True)
+        visible = {key: instance[key] for key in VISIBLE}
+        (dest / "instance.json").write_text(json.dumps(visible, indent=2) + "\n")
+        (dest / "TASK.md").write_text(_statement(instance))
+        (dest / "output").mkdir(exist_ok=True)
+
+    def image_for(self, task_id: str) -> str:
+        """The published instance image the agent should run in (repository at ``/testbed``)."""
+        iid = self._instance(task_id)["instance_id"]
+        return f"swebench/sweb.eval.x86_64.{iid.replace('__', '_1776_')}:latest".lower()
+
+    def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
+        instance = self._instance(task_id)
+        self.needs()
+        patch_file = artifact_dir / "patch.diff"
+        if not patch_file.is_file():
+            return TaskResult(score=0.0, error="no patch: expected output/patch.diff")
+        patch = patch_file.read_text(errors="replace")
+        if not patch.strip():
+            return TaskResult(score=0.0, error="empty patch: output/patch.diff holds no changes")
+        with tempfile.TemporaryDirectory(prefix="ms-swebench-") as tmp:
+            return self._run_harness(instance, patch, Path(tmp))
+
+    def _run_harness(self, instance: dict[str, Any], patch: str, tmp: Path) -> TaskResult:
+        iid = instance["instance_id"]
+        run_id = f"metasearch-{uuid.uuid4().hex[:16]}"  # the harness caches by run id, never by patch
+        (tmp / "dataset.json").write_text(json.dumps([instance]))
+        prediction = {"instance_id": iid, "model_name_or_path": MODEL, "model_patch": patch}
+        (tmp / "preds.jsonl").write_text(json.dumps(prediction) + "\n")
+        command = [sys.executable, "-m", "swebench.harness.run_evaluation", "--dataset_name"]
+        command += [str(tmp / "dataset.json"), "--predictions_path", str(tmp / "preds.jsonl")]
+        command += ["--instance_ids", iid, "--run_id", run_id, "--max_workers", "1"]
+        command += ["--timeout", str(int(self.config.grade_timeout_s)), "--report_dir", str(tmp)]
+        try:
+            done = subprocess.run(
+                command, cwd=tmp, capture_output=True, text=True, timeout=self.config.grade_timeout_s + 900
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise InfrastructureError(f"swebench: the harness did not finish grading {iid}") from exc
+        logs = tmp / "logs" / "run_evaluation" / run_id / MODEL / iid
+        return read_report(iid, logs, done.stdout + done.stderr)
+
+    def _instance(self, task_id: str) -> dict[str, Any]:
+        iid = task_id.split("/", 1)[-1]
+        if not task_id.startswith("swebench/") or iid not in self.instances:
+            raise ConfigError(f"swebench: unknown task {task_id!r} (not among the selected instances)")
+        return self.instances[iid]
+
+
+def read_report(iid: str, logs: Path, output: str) -> TaskResult:
+    """The harness's ``report.json`` as a TaskResult; a patch that does not apply is the candidate's fault."""
+    report = logs / "report.json"
+    if not report.is_file():
+        log = logs / "run_instance.log"
+        text = log.read_text(errors="replace") if log.is_file() else ""
+        if APPLY_PATCH_FAIL in text:
+            return TaskResult(score=0.0, metrics={"resolved": 0.0}, error="patch does not apply")
+        raise InfrastructureError(
+            f"swebench: the harness wrote no report for {iid}: {(text or output)[-800:]}"
+        )
+    entry = json.loads(report.read_text()).get(iid, {})
+    resolved = bool(entry.get("resolved"))
+    metrics = {"resolved": float(resolved)}
+    for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+        status = (entry.get("tests_status") or {}).get(key) or {}
+        ok, bad = len(status.get("success", [])), len(status.get("failure", []))
+        if ok + bad:
+            metrics[key.lower()] = ok / (ok + bad)
+    return TaskResult(
+        score=float(resolved),
+        metrics=metrics,
+        error=None if resolved else "not resolved: FAIL_TO_PASS or PASS_TO_PASS tests fail",
+    )
+
+
+def _read(path: str | None) -> dict[str, dict[str, Any]]:
+    if not path:
+        raise ConfigError("suite.instances: required; set it to a local SWE-bench .json or .jsonl file")
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ConfigError(f"suite.instances: {file} does not exist")
+    text = file.read_text()
+    try:
+        if file.suffix == ".jsonl":
+            records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            records = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"suite.instances: {file} is not valid JSON/JSONL: {exc}") from exc
+    if not isinstance(records, list):
+        raise ConfigError(f"suite.instances: {file} must hold a list of instances")
+    instances: dict[str, dict[str, Any]] = {}
+    for n, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise ConfigError(f"suite.instances: {file}: entry {n} is not an object")
+        if missing := [key for key in REQUIRED if key not in record]:
+            name = record.get("instance_id", f"entry {n}")
+            raise ConfigError(f"suite.instances: {file}: {name} lacks {', '.join(missing)}")
+        instances[str(record["instance_id"])] = record
+    return instances
+
+
+def _select(instances: dict[str, dict[str, Any]], subset: str | list[str]) -> dict[str, dict[str, Any]]:
+    if subset == "all":
+        return instances
+    if isinstance(subset, str):
+        if subset not in SUBSETS:
+            raise ConfigError(f"suite.subset: unknown subset {subset!r}; allowed: all, {', '.join(SUBSETS)}")
+        ids = SUBSETS[subset]
+    else:
+        ids = subset
+    if missing := [i for i in ids if i not in instances]:
+        raise ConfigError(
+            f"suite.subset: {len(missing)} instances missing from suite.instances: {missing[:10]}"
+        )
+    return {i: instances[i] for i in ids}
+
+
+def _statement(instance: dict[str, Any]) -> str:
+    return (
+        f"# swebench/{instance['instance_id']}\n\nRepository {instance['repo']} at commit "
+        f"{instance['base_commit']} (checked out at /testbed).\n\n## Issue\n\n"
+        f"{str(instance['problem_statement']).strip()}\n\n## What to do\n\nChange the repository so that the "
+        "issue is resolved, then write `git -C /testbed diff` to output/patch.diff. Hidden tests decide.\n"
+    )

@@ -1,0 +1,444 @@
+"""The benchmark adapters against small fixture checkouts written in each benchmark's real layout."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from metasearch.errors import ConfigError, InfrastructureError
+from metasearch.sandboxes.local import LocalSandbox
+from metasearch.sandboxes.protocol import Sandbox
+from metasearch.suites import kernelbench, polyglot, swebench
+from metasearch.suites.kernelbench import KernelBenchSuite
+from metasearch.suites.polyglot import PolyglotSuite
+from metasearch.suites.protocol import Suite
+from metasearch.suites.swebench import SWEBenchSuite
+
+# ---------------------------------------------------------------- KernelBench
+
+KB_PROBLEM = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """{doc}"""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        return {expr}
+
+
+N = 16
+
+
+def get_inputs():
+    return [torch.randn(N, N), torch.randn(N, N)]
+
+
+def get_init_inputs():
+    return []
+'''
+KB_FILES = {
+    "level1/1_Square_matrix_multiplication_.py": ("Matrix product.", "torch.matmul(a, b)"),
+    "level1/2_Add.py": ("Sum.", "a + b"),
+    "level1/10_Mul_ReLU.py": ("ReLU of a product.", "torch.relu(a * b)"),
+    "level2/1_Matmul_Add.py": ("Product plus sum.", "torch.matmul(a, b) + a"),
+}
+
+
+def _kernelbench(root: Path) -> Path:
+    """A checkout like ScalingIntelligence/KernelBench: problems under KernelBench/level<N>/."""
+    for rel, (doc, expr) in KB_FILES.items():
+        path = root / "KernelBench" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(KB_PROBLEM.format(doc=doc, expr=expr))
+    (root / "KernelBench" / "level1" / "README.md").write_text("not a problem\n")
+    (root / "KernelBench" / "level3").mkdir()
+    return root
+
+
+def _kb(root: Path, **config: object) -> KernelBenchSuite:
+    return KernelBenchSuite(KernelBenchSuite.Config(path=str(root), **config))
+
+
+def test_kernelbench_lists_stable_ids_in_problem_order(tmp_path: Path) -> None:
+    root = _kernelbench(tmp_path / "kb")
+    suite = _kb(root, levels=[1, 2])
+    assert isinstance(suite, Suite) and suite.needs_gpu
+    ids = [t.id for t in suite.tasks()]
+    assert ids == [
+        "kernelbench/L1/1_Square_matrix_multiplication_",
+        "kernelbench/L1/2_Add",
+        "kernelbench/L1/10_Mul_ReLU",
+        "kernelbench/L2/1_Matmul_Add",
+    ]
+    assert [t.id for t in _kb(root / "KernelBench", levels=[1, 2]).tasks()] == ids  # either folder works
+    assert [t.id for t in suite.tasks("L2")] == ids[3:] and all(t.needs_gpu for t in suite.tasks())
+    picked = _kb(root, levels=[1, 2], ids=["L1/10", "2_Add", "kernelbench/L2/1_Matmul_Add"]).tasks()
+    assert [t.id for t in picked] == [ids[1], ids[2], ids[3]]
+    assert [t.id for t in _kb(root).tasks()] == ids  # default levels 1-3; level3 is empty here
+    assert [t.id for t in _kb(root, levels=[1]).tasks()] == ids[:3]
+
+
+def test_kernelbench_prepare_writes_only_visible_files(tmp_path: Path) -> None:
+    root = _kernelbench(tmp_path / "kb")
+    suite = _kb(root, levels=[1])
+    dest = tmp_path / "task"
+    suite.prepare("kernelbench/L1/2_Add", dest)
+    assert sorted(p.name for p in dest.iterdir()) == ["TASK.md", "output", "reference.py"]
+    assert (dest / "reference.py").read_text() == (root / "KernelBench/level1/2_Add.py").read_text()
+    assert "ModelNew" in (dest / "TASK.md").read_text() and list((dest / "output").iterdir()) == []
+
+
+def test_kernelbench_content_hash(tmp_path: Path) -> None:
+    root = _kernelbench(tmp_path / "kb")
+    first = _kb(root).content_hash
+    assert first == _kb(root).content_hash and len(first) == 64
+    shutil.copytree(root, tmp_path / "elsewhere")
+    assert _kb(tmp_path / "elsewhere").content_hash == first  # location does not matter
+    assert _kb(root, levels=[1]).content_hash != first  # the loaded files do
+    problem = root / "KernelBench/level1/2_Add.py"
+    problem.write_text(problem.read_text().replace("N = 16", "N = 17"))
+    assert _kb(root).content_hash != first
+    (root / "KernelBench/level1/README.md").write_text("changed\n")
+    assert _kb(root).content_hash == _kb(root).content_hash
+
+
+def test_kernelbench_configuration_errors(tmp_path: Path) -> None:
+    root = _kernelbench(tmp_path / "kb")
+    with pytest.raises(ConfigError, match=r"suite\.path: .*nope does not exist"):
+        _kb(tmp_path / "nope")
+    with pytest.raises(ConfigError, match=r"suite\.path: required"):
+        KernelBenchSuite()
+    with pytest.raises(ConfigError, match=r"suite\.path: .*no level<N>/ folders"):
+        _kb(tmp_path)
+    with pytest.raises(ConfigError, match=r"suite\.levels: level 4"):
+        _kb(root, levels=[1, 4])
+    with pytest.raises(ConfigError, match=r"suite\.ids: 'L1/99'"):
+        _kb(root, ids=["L1/99"])
+    with pytest.raises(ConfigError, match="unknown task 'kernelbench/L2/1_Matmul_Add'"):
+        _kb(root, levels=[1]).prepare("kernelbench/L2/1_Matmul_Add", tmp_path / "t")
+
+
+SCORER = kernelbench.SCORER_DIR / "score.py"
+
+
+@pytest.mark.skipif(SCORER.is_file(), reason="the kernel scorer exists: grading is tested below")
+def test_kernelbench_grade_without_the_scorer_names_it(tmp_path: Path) -> None:
+    suite = _kb(_kernelbench(tmp_path / "kb"), levels=[1])
+    with pytest.raises(ConfigError, match="kernel scorer"):
+        suite.grade("kernelbench/L1/2_Add", tmp_path / "out", LocalSandbox())
+
+
+@pytest.mark.skipif(not SCORER.is_file(), reason="metasearch/suites/kernels/score.py not written yet")
+def test_kernelbench_grades_with_the_kernel_scorer(tmp_path: Path) -> None:
+    suite = _kb(_kernelbench(tmp_path / "kb"), levels=[1])
+    out = tmp_path / "out"
+    out.mkdir()
+    solution = (
+        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b):\n"
+    )
+    (out / "solution.py").write_text(solution + "        return torch.add(a, b)\n")
+    good = suite.grade("kernelbench/L1/2_Add", out, LocalSandbox())
+    assert good.error is None and good.score > 0, good
+    (out / "solution.py").write_text(solution + "        return a - b\n")
+    bad = suite.grade("kernelbench/L1/2_Add", out, LocalSandbox())
+    assert bad.score == 0 and bad.error
+
+
+# ---------------------------------------------------------------- Polyglot
+
+LEAP_STUB = "def leap_year(year):\n    pass\n"
+LEAP_RIGHT = "def leap_year(year):\n    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n"
+LEAP_WRONG = "def leap_year(year):\n    return year % 4 == 0\n"
+LEAP_TEST = """import unittest
+
+from leap import leap_year
+
+
+class LeapTest(unittest.TestCase):
+    def test_ordinary(self):
+        self.assertIs(leap_year(2015), False)
+        self.assertIs(leap_year(1996), True)
+
+    def test_centuries(self):
+        self.assertIs(leap_year(1900), False)
+        self.assertIs(leap_year(2000), True)
+"""
+
+
+def _exercise(root: Path, lang: str, name: str, files: dict[str, str], meta: dict[str, list[str]]) -> Path:
+    folder = root / lang / "exercises" / "practice" / name
+    for rel, text in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    (folder / ".docs").mkdir(parents=True, exist_ok=True)
+    (folder / ".docs" / "instructions.md").write_text(f"# {name}\n\nInstructions for {name}.\n")
+    (folder / ".meta").mkdir(exist_ok=True)
+    (folder / ".meta" / "config.json").write_text(json.dumps({"authors": ["x"], "files": meta}))
+    return folder
+
+
+def _polyglot(root: Path) -> Path:
+    """A checkout like Aider-AI/polyglot-benchmark: <language>/exercises/practice/<exercise>/."""
+    leap = _exercise(
+        root,
+        "python",
+        "leap",
+        {"leap.py": LEAP_STUB, "leap_test.py": LEAP_TEST, ".meta/example.py": LEAP_RIGHT},
+        {"solution": ["leap.py"], "test": ["leap_test.py"], "example": [".meta/example.py"]},
+    )
+    (leap / ".docs" / "instructions.append.md").write_text("Use the Gregorian calendar.\n")
+    for name in ("dominoes", "beer-song"):
+        module = name.replace("-", "_")
+        _exercise(
+            root,
+            "python",
+            name,
+            {f"{module}.py": "pass\n", f"{module}_test.py": "def test_x():\n    assert False\n"},
+            {"solution": [f"{module}.py"], "test": [f"{module}_test.py"], "example": [".meta/example.py"]},
+        )
+    for name in ("bowling", "variable-length-quantity"):
+        _exercise(
+            root,
+            "rust",
+            name,
+            {"src/lib.rs": "// stub\n", "tests/t.rs": "#[test]\nfn t() {}\n", "Cargo.toml": "[package]\n"},
+            {"solution": ["src/lib.rs"], "test": ["tests/t.rs"], "example": [".meta/example.rs"]},
+        )
+    return root
+
+
+def _pg(root: Path, **config: object) -> PolyglotSuite:
+    return PolyglotSuite(PolyglotSuite.Config(path=str(root), **config))
+
+
+def test_polyglot_lists_stable_ids_and_subsets(tmp_path: Path) -> None:
+    root = _polyglot(tmp_path / "pg")
+    suite = _pg(root)
+    assert isinstance(suite, Suite)
+    ids = [t.id for t in suite.tasks()]
+    assert ids == [
+        "polyglot/python/beer-song",
+        "polyglot/python/dominoes",
+        "polyglot/python/leap",
+        "polyglot/rust/bowling",
+        "polyglot/rust/variable-length-quantity",
+    ]
+    assert [t.id for t in _pg(root).tasks()] == ids and suite.needs_docker  # rust needs the toolchain image
+    python_only = _pg(root, languages=["python"])
+    assert not python_only.needs_docker and len(python_only.tasks()) == 3
+    assert [t.id for t in _pg(root, exercises=["python/leap", "rust__bowling"]).tasks()] == [ids[2], ids[3]]
+    small = _pg(root, subset="dgm-small")
+    assert [t.id for t in small.tasks()] == [ids[0], ids[1], ids[3], ids[4]]
+    assert [t.id for t in suite.tasks("dgm-small")] == [t.id for t in small.tasks()]
+    assert "dgm-medium" in {s for t in suite.tasks() if t.id.endswith("dominoes") for s in t.subsets}
+    assert len(set(polyglot.DGM_SMALL)) == 10 and len(set(polyglot.DGM_MEDIUM)) == 50
+
+
+def test_polyglot_prepare_hides_tests_and_examples(tmp_path: Path) -> None:
+    root = _polyglot(tmp_path / "pg")
+    suite = _pg(root)
+    suite.prepare("polyglot/python/leap", tmp_path / "leap")
+    files = sorted(
+        str(p.relative_to(tmp_path / "leap")) for p in (tmp_path / "leap").rglob("*") if p.is_file()
+    )
+    assert files == [
+        "TASK.md",
+        "workspace/.docs/instructions.append.md",
+        "workspace/.docs/instructions.md",
+        "workspace/leap.py",
+    ]
+    statement = (tmp_path / "leap" / "TASK.md").read_text()
+    assert "Instructions for leap" in statement and "Gregorian" in statement and "leap.py" in statement
+    suite.prepare("polyglot/rust/bowling", tmp_path / "bowling")
+    workspace = tmp_path / "bowling" / "workspace"
+    visible = sorted(str(p.relative_to(workspace)) for p in workspace.rglob("*") if p.is_file())
+    assert visible == [".docs/instructions.md", "Cargo.toml", "src/lib.rs"]
+
+
+def test_polyglot_content_hash_and_errors(tmp_path: Path) -> None:
+    root = _polyglot(tmp_path / "pg")
+    first = _pg(root).content_hash
+    assert first == _pg(root).content_hash
+    test_file = root / "python/exercises/practice/leap/leap_test.py"
+    test_file.write_text(test_file.read_text() + "\n")
+    assert _pg(root).content_hash != first  # hidden files count too
+    with pytest.raises(ConfigError, match=r"suite\.path: .*missing does not exist"):
+        _pg(tmp_path / "missing")
+    with pytest.raises(ConfigError, match=r"suite\.path: required"):
+        PolyglotSuite()
+    with pytest.raises(ConfigError, match=r"suite\.languages: 'go' not found"):
+        _pg(root, languages=["go"])
+    with pytest.raises(ConfigError, match=r"suite\.languages: unknown language 'cobol'"):
+        _pg(root, languages=["cobol"])
+    shutil.rmtree(root / "python/exercises/practice/beer-song")
+    with pytest.raises(ConfigError, match=r"suite\.subset: dgm-small exercises missing.*python__beer-song"):
+        _pg(root, languages=["python"], subset="dgm-small")
+    (root / "python/exercises/practice/leap/.meta/config.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"leap/\.meta/config\.json"):
+        _pg(root)
+
+
+def test_polyglot_grades_a_python_exercise_end_to_end(tmp_path: Path) -> None:
+    root = _polyglot(tmp_path / "pg")
+    suite = _pg(root, languages=["python"])
+    task = tmp_path / "task"
+    suite.prepare("polyglot/python/leap", task)
+    workspace = task / suite.artifact_path
+    sandbox = LocalSandbox()
+
+    unchanged = suite.grade("polyglot/python/leap", workspace, sandbox)
+    assert unchanged.score == 0.0 and "tests failed" in (unchanged.error or "")
+
+    (workspace / "leap.py").write_text(LEAP_WRONG)
+    # A test file planted in the workspace is ignored: the pristine tests decide.
+    (workspace / "leap_test.py").write_text("def test_nothing():\n    pass\n")
+    wrong = suite.grade("polyglot/python/leap", workspace, sandbox)
+    assert wrong.score == 0.0 and wrong.metrics["passed"] == 0.0 and "1900" in (wrong.error or "")
+
+    (workspace / "leap.py").write_text(LEAP_RIGHT)
+    right = suite.grade("polyglot/python/leap", workspace, sandbox)
+    assert right.score == 1.0 and right.error is None and right.metrics["solution_files"] == 1.0
+
+
+# ---------------------------------------------------------------- SWE-bench
+
+
+def _instance(iid: str, n: int = 0) -> dict[str, object]:
+    return {
+        "instance_id": iid,
+        "repo": "owner/project",
+        "base_commit": f"{n:040x}",
+        "problem_statement": f"Calling frobnicate() crashes ({iid}).",
+        "patch": "diff --git a/gold.py b/gold.py\n+GOLD_SECRET\n",
+        "test_patch": "diff --git a/tests/t.py b/tests/t.py\n+TEST_SECRET\n",
+        "FAIL_TO_PASS": json.dumps(["tests/t.py::test_hidden_fail"]),
+        "PASS_TO_PASS": json.dumps(["tests/t.py::test_hidden_pass"]),
+        "version": "1.0",
+        "environment_setup_commit": f"{n:040x}",
+    }
+
+
+def _instances_file(path: Path, ids: list[str]) -> Path:
+    records = [_instance(iid, n) for n, iid in enumerate(ids)]
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    else:
+        path.write_text(json.dumps(records, indent=1))
+    return path
+
+
+def _sb(path: Path, subset: str | list[str] = "all") -> SWEBenchSuite:
+    return SWEBenchSuite(SWEBenchSuite.Config(instances=str(path), subset=subset))
+
+
+def test_swebench_lists_instances_and_dgm_subsets(tmp_path: Path) -> None:
+    ids = [*swebench.DGM_SMALL, "owner__project-1", "owner__project-2"]
+    path = _instances_file(tmp_path / "instances.jsonl", ids)
+    suite = _sb(path)
+    assert isinstance(suite, Suite) and suite.needs_docker
+    assert [t.id for t in suite.tasks()] == [f"swebench/{i}" for i in ids]
+    small = _sb(path, "dgm-10")
+    assert [t.id for t in small.tasks()] == [f"swebench/{i}" for i in swebench.DGM_SMALL]
+    assert all(t.subsets == ("dgm-10", "dgm-60") for t in small.tasks())
+    assert [t.id for t in _sb(path, ["owner__project-2"]).tasks()] == ["swebench/owner__project-2"]
+    assert [t.id for t in suite.tasks("dgm-10")] == [t.id for t in small.tasks()]
+    with pytest.raises(ConfigError, match=r"suite\.subset: 50 instances missing"):
+        _sb(path, "dgm-60")
+    assert len(set(swebench.DGM_SMALL)) == 10 and len(set(swebench.DGM_MEDIUM)) == 50
+    assert not set(swebench.DGM_SMALL) & set(swebench.DGM_MEDIUM)
+    assert suite.image_for("swebench/django__django-10973") == (
+        "swebench/sweb.eval.x86_64.django_1776_django-10973:latest"
+    )
+
+
+def test_swebench_prepare_shows_no_gold_or_tests(tmp_path: Path) -> None:
+    suite = _sb(_instances_file(tmp_path / "i.json", ["owner__project-1"]))
+    dest = tmp_path / "task"
+    suite.prepare("swebench/owner__project-1", dest)
+    assert sorted(p.name for p in dest.iterdir()) == ["TASK.md", "instance.json", "output"]
+    shown = json.loads((dest / "instance.json").read_text())
+    assert sorted(shown) == ["base_commit", "instance_id", "problem_statement", "repo"]
+    everything = (dest / "TASK.md").read_text() + (dest / "instance.json").read_text()
+    assert "frobnicate" in everything
+    assert not any(s in everything for s in ("GOLD_SECRET", "TEST_SECRET", "test_hidden"))
+
+
+def test_swebench_content_hash_and_errors(tmp_path: Path) -> None:
+    ids = ["owner__project-1", "owner__project-2"]
+    as_json = _sb(_instances_file(tmp_path / "a.json", ids)).content_hash
+    assert as_json == _sb(_instances_file(tmp_path / "a.jsonl", ids)).content_hash  # same records, same hash
+    changed = _instance("owner__project-2", 1) | {"test_patch": "different"}
+    (tmp_path / "b.json").write_text(json.dumps([_instance("owner__project-1"), changed]))
+    assert _sb(tmp_path / "b.json").content_hash != as_json
+    with pytest.raises(ConfigError, match=r"suite\.instances: .*nope\.json does not exist"):
+        _sb(tmp_path / "nope.json")
+    with pytest.raises(ConfigError, match=r"suite\.instances: required"):
+        SWEBenchSuite()
+    broken = _instance("owner__project-9")
+    del broken["test_patch"]
+    (tmp_path / "c.json").write_text(json.dumps([broken]))
+    with pytest.raises(ConfigError, match=r"owner__project-9 lacks test_patch"):
+        _sb(tmp_path / "c.json")
+    with pytest.raises(ConfigError, match=r"suite\.subset: unknown subset 'lite'"):
+        _sb(tmp_path / "a.json", "lite")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("swebench") is not None, reason="swebench is installed")
+def test_swebench_grading_without_the_harness_is_a_config_error(tmp_path: Path) -> None:
+    suite = _sb(_instances_file(tmp_path / "i.json", ["owner__project-1"]))
+    with pytest.raises(ConfigError, match="needs the swebench package"):
+        suite.needs()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "patch.diff").write_text("diff --git a/x b/x\n")
+    with pytest.raises(ConfigError, match="swebench"):
+        suite.grade("swebench/owner__project-1", tmp_path / "out", LocalSandbox())
+
+
+def test_swebench_reads_harness_reports(tmp_path: Path) -> None:
+    iid = "owner__project-1"
+    status = {
+        "FAIL_TO_PASS": {"success": ["a"], "failure": []},
+        "PASS_TO_PASS": {"success": ["b", "c", "d"], "failure": ["e"]},
+    }
+    (tmp_path / "report.json").write_text(
+        json.dumps({iid: {"resolved": False, "tests_status": status, "patch_successfully_applied": True}})
+    )
+    partial = swebench.read_report(iid, tmp_path, "")
+    assert partial.score == 0.0 and partial.metrics == {
+        "resolved": 0.0,
+        "fail_to_pass": 1.0,
+        "pass_to_pass": 0.75,
+    }
+    status["PASS_TO_PASS"]["failure"] = []
+    (tmp_path / "report.json").write_text(json.dumps({iid: {"resolved": True, "tests_status": status}}))
+    assert swebench.read_report(iid, tmp_path, "").score == 1.0
+
+    (tmp_path / "report.json").unlink()
+    (tmp_path / "run_instance.log").write_text(f"{swebench.APPLY_PATCH_FAIL}:\nerror: corrupt patch\n")
+    failed = swebench.read_report(iid, tmp_path, "")
+    assert failed.score == 0.0 and failed.error == "patch does not apply"
+    (tmp_path / "run_instance.log").write_text("docker: cannot connect\n")
+    with pytest.raises(InfrastructureError, match="cannot connect"):
+        swebench.read_report(iid, tmp_path, "")
+
+
+@pytest.mark.docker
+def test_polyglot_grades_python_in_docker(
+    docker_sandbox_factory: Callable[[], Sandbox], tmp_path: Path
+) -> None:
+    suite = _pg(_polyglot(tmp_path / "pg"), languages=["python"])
+    suite.prepare("polyglot/python/leap", tmp_path / "task")
+    workspace = tmp_path / "task" / suite.artifact_path
+    (workspace / "leap.py").write_text(LEAP_RIGHT)
+    assert suite.grade("polyglot/python/leap", workspace, docker_sandbox_factory()).score == 1.0
+    (workspace / "leap.py").write_text(LEAP_WRONG)
+    assert suite.grade("polyglot/python/leap", workspace, docker_sandbox_factory()).score == 0.0
