@@ -13,6 +13,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from metasearch.errors import ConfigError
 from metasearch.events import (
     AgentAdded,
     EvaluationRecorded,
@@ -110,14 +111,20 @@ def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> None:
 
     cfg = resolved.config
     seeds = launch.preflight(resolved)
-    suite = resolved.plugins["suite"].create()
-    tasks = list(suite.tasks())
+    problems: list[str] = []
     table = Table(title=f"plan for study {study_dir}", show_header=False)
     table.add_row("seeds", ", ".join(str(s) for s in seeds))
-    table.add_row(
-        "suite",
-        f"{suite.name} ({len(tasks)} tasks: {', '.join(t.id for t in tasks[:6])}{' …' if len(tasks) > 6 else ''})",
-    )
+    try:  # data and harnesses live on the machine that runs the study: report, do not fail
+        suite = resolved.plugins["suite"].create()
+        needs = getattr(suite, "needs", None)
+        if callable(needs):
+            needs()
+        tasks = list(suite.tasks())
+        shown = ", ".join(t.id for t in tasks[:6]) + (" …" if len(tasks) > 6 else "")
+        table.add_row("suite", f"{suite.name} ({len(tasks)} tasks: {shown})")
+    except ConfigError as exc:
+        problems.append(str(exc))
+        table.add_row("suite", f"{cfg.suite.name} {cfg.suite.options()} [yellow](not ready here: {exc})[/]")
     table.add_row("scheduler", f"{cfg.scheduler.name} {resolved.plugins['scheduler'].config.model_dump()}")
     table.add_row("proposer", f"{cfg.proposer.name} {resolved.plugins['proposer'].config.model_dump()}")
     table.add_row(
@@ -128,8 +135,9 @@ def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> None:
     table.add_row(
         "sandbox", f"{cfg.sandbox.name} (image {image}, {cfg.sandbox.cpus} CPU, {cfg.sandbox.memory_mb} MB)"
     )
-    table.add_row("GPUs", str(cfg.sandbox.gpus))
     serve = cfg.llm.serve
+    reserved = f"; GPUs {', '.join(serve.gpus)} kept for the model server" if serve and serve.gpus else ""
+    table.add_row("GPUs", f"sandboxes: {cfg.sandbox.gpus} (share {cfg.sandbox.gpu_share}){reserved}")
     llm = (
         f"vLLM serving {serve.model} on GPUs {serve.gpus} (tp={serve.tensor_parallel_size})"
         if serve
@@ -143,6 +151,8 @@ def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> None:
         else "off",
     )
     out.print(table)
+    for problem in problems:
+        out.print(f"[yellow]not ready on this machine:[/] {problem}")
 
 
 def print_summary(launched: Launched, elapsed_s: float, out: Console) -> None:
