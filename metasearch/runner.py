@@ -23,7 +23,7 @@ from metasearch.llm.gateway import FORWARDER_PATH, SOCKET_DIR, SOCKET_PATH
 from metasearch.manifest import load_manifest
 from metasearch.proposers.base import ProposalContext, ProposalFailed, Proposer
 from metasearch.proposers.gate import GateConfig, check
-from metasearch.sandboxes.protocol import ExecResult, Limits, Mount, RunSpec, Sandbox
+from metasearch.sandboxes.protocol import GIT_SAFE_ENV, ExecResult, Limits, Mount, RunSpec, Sandbox
 from metasearch.suites.protocol import Suite, Task, TaskResult
 from metasearch.types import Agent, Evaluate, Evaluation, Expand, Job
 
@@ -240,6 +240,7 @@ def agent_env() -> dict[str, str]:
         "PYTHONDONTWRITEBYTECODE": "1",
         "OMP_NUM_THREADS": "1",
         "MPLCONFIGDIR": "/tmp",
+        **GIT_SAFE_ENV,
     }
 
 

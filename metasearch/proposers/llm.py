@@ -27,7 +27,7 @@ from metasearch.errors import ConfigError
 from metasearch.llm.client import ChatResult
 from metasearch.proposers.base import ProposalContext, ProposalFailed
 from metasearch.proposers.prompt import code_listing, diagnosis, lineage_summary, truncate
-from metasearch.sandboxes.protocol import Limits, Mount, RunSpec
+from metasearch.sandboxes.protocol import GIT_SAFE_ENV, Limits, Mount, RunSpec
 from metasearch.types import Agent, Proposal
 
 SYSTEM = (
@@ -159,7 +159,7 @@ class LLMProposer:
             command=["sleep", "infinity"],
             mounts=(Mount(workspace, "/agent", read_only=False),),
             workdir="/agent",
-            env={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": "/agent"},
+            env={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": "/agent", **GIT_SAFE_ENV},
             limits=Limits(timeout_s=self.config.step_timeout_s * self.config.max_steps),
             labels={"metasearch.study": self.study_dir.name, "metasearch.job": context.job_id},
         )

@@ -19,7 +19,7 @@ from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.manifest import load_manifest
 from metasearch.proposers.base import ProposalContext, ProposalFailed
 from metasearch.proposers.prompt import diagnosis, lineage_summary, truncate
-from metasearch.sandboxes.protocol import Limits, Mount, RunSpec
+from metasearch.sandboxes.protocol import GIT_SAFE_ENV, Limits, Mount, RunSpec
 from metasearch.types import Agent, Proposal
 
 
@@ -85,6 +85,7 @@ class SelfModifyProposer:
                     "METASEARCH_LLM_SOCKET": SOCKET_PATH,
                     "METASEARCH_LLM_FORWARDER": FORWARDER_PATH,
                     "PYTHONDONTWRITEBYTECODE": "1",
+                    **GIT_SAFE_ENV,
                 },
                 limits=Limits(timeout_s=self.config.timeout_s),
                 labels={"metasearch.study": self.study_dir.name, "metasearch.job": context.job_id},

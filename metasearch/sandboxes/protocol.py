@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+# Mounted repositories are owned by the host user and a sandbox runs as another: without this, git refuses
+# them ("dubious ownership") and code in the sandbox cannot `git diff` its work.
+GIT_SAFE_ENV = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
+
 
 @dataclass(frozen=True)
 class Mount:
