@@ -235,8 +235,9 @@ def promote(
     out.print(f"  archive: tag {data['git_tag']} on {data['commit'][:10]}")
     out.print(
         f"  try it:  MLFLOW_TRACKING_URI={data['tracking_uri']} mlflow models predict "
-        f"-m {data['model_uri']} -i TASK_DIRS.json -t json --env-manager local"
+        f"-m {data['model_uri']} -i TASKS.json -t json --env-manager local"
     )
+    out.print('           (TASKS.json: {"dataframe_records": [{"task_dir": "/path/to/task"}]})', markup=False)
 
 
 @app.command()
