@@ -112,6 +112,8 @@ class LLMSection(_Strict):
     max_retries: int = Field(4, ge=0)
     retry_backoff_s: float = Field(0.5, ge=0)
     """First gateway retry delay (doubling); the client uses the ``openai`` package's backoff."""
+    trace: bool = False
+    """Record each host-side call (meta-agent) as an MLflow trace in the study's experiment."""
     price_input_per_mtok: float = Field(0.0, ge=0)
     price_output_per_mtok: float = Field(0.0, ge=0)
 

@@ -137,7 +137,7 @@ def _assemble(resolved: ResolvedConfig, archive: GitArchive, callbacks: Sequence
             study_tokens=cfg.budget.tokens,
             used_tokens=archive.index.tokens,
             on_charge=archive.add_usage,
-        ).start()
+        ).start(tracking_uri=cfg.tracking.mlflow.tracking_uri)
     try:
         return _assemble_with(resolved, archive, callbacks, suite, tasks, llm)
     except BaseException:

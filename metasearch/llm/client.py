@@ -55,6 +55,7 @@ class LLMClient:
         max_reply_chars: int = 200_000,
         meter: TokenMeter | None = None,
         prices: Prices | None = None,
+        trace: bool = False,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.max_tokens = max_tokens
@@ -68,6 +69,7 @@ class LLMClient:
             max_retries=max_retries,  # its default pool allows 1,000 concurrent connections
         )
         self._model = model
+        self.trace = trace  # spans go to mlflow's active tracking URI and experiment
 
     @classmethod
     def from_section(
@@ -87,6 +89,7 @@ class LLMClient:
             max_tokens=section.max_tokens,
             meter=meter,
             prices=Prices(section.price_input_per_mtok, section.price_output_per_mtok),
+            trace=section.trace,
         )
 
     @property
@@ -104,6 +107,28 @@ class LLMClient:
 
     def chat(self, messages: list[dict[str, str]], *, job_id: str | None = None, **kw: Any) -> ChatResult:
         """One chat completion. ``kw`` goes to the endpoint (temperature, stop, ...)."""
+        if not self.trace:
+            return self._chat(messages, job_id, kw)
+        import mlflow
+        from mlflow.entities import SpanType
+
+        with mlflow.start_span(name="chat", span_type=SpanType.CHAT_MODEL) as span:
+            span.set_inputs({"messages": messages, **kw})
+            span.set_attributes({"metasearch.job_id": job_id or "", "endpoint": self.base_url})
+            result = self._chat(messages, job_id, kw)
+            span.set_outputs({"text": result.text, "finish_reason": result.finish_reason})
+            span.set_attributes(
+                {
+                    "model": result.model,
+                    "prompt_tokens": result.prompt_tokens,
+                    "completion_tokens": result.completion_tokens,
+                    "cost_usd": result.cost_usd,
+                    "latency_s": result.latency_s,
+                }
+            )
+            return result
+
+    def _chat(self, messages: list[dict[str, str]], job_id: str | None, kw: dict[str, Any]) -> ChatResult:
         if self.meter is not None and job_id is not None:
             self.meter.check(job_id)
         if self.max_tokens is not None:

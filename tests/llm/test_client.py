@@ -90,3 +90,28 @@ def test_calls_from_many_threads_reach_the_server_at_once() -> None:
         with ThreadPoolExecutor(8) as pool:
             texts = list(pool.map(lambda _: client.chat(MESSAGES).text, range(8)))
     assert texts == ["done"] * 8 and llm.max_in_flight == 8
+
+
+def test_calls_are_traced_in_the_study_experiment_when_asked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import mlflow
+
+    from metasearch.config import LLMSection
+    from metasearch.llm.service import LLMService
+    from metasearch.tracking import store
+
+    with ScriptedLLM(["traced reply"]) as llm:
+        section = LLMSection(base_url=llm.base_url, api_key_env=None, trace=True)
+        service = LLMService(section, study_dir=tmp_path / "study").start()
+        try:
+            service.client.chat(MESSAGES, job_id="job-7")
+        finally:
+            service.close()
+    uri = store.default_tracking_uri(tmp_path / "study")
+    client = store.make_client(uri)
+    experiment = store.find_experiment(client, tmp_path / "study", "study")
+    assert experiment is not None
+    mlflow.set_tracking_uri(uri)
+    [trace] = mlflow.search_traces(locations=[experiment], return_type="list", flush=True)
+    [span] = trace.data.spans
+    assert span.name == "chat" and span.outputs["text"] == "traced reply"
+    assert span.attributes["metasearch.job_id"] == "job-7" and span.attributes["prompt_tokens"] == 5
