@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,7 +39,7 @@ STATEMENT = """# {task_id}
 `reference.py` defines `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()` (a KernelBench
 level {level} problem). Write `output/solution.py` defining `class ModelNew(nn.Module)` with the same
 constructor arguments and `forward` signature as `Model`, computing the same outputs (fp32, within
-atol = rtol = 1e-4) faster on the GPU: custom CUDA via `torch.utils.cpp_extension.load_inline`, Triton,
+atol = {atol:g}, rtol = {rtol:g}) faster on the GPU: custom CUDA via `torch.utils.cpp_extension.load_inline`, Triton,
 or a better use of PyTorch. The solution must not import `reference.py`: it is not importable at grading
 time. Correctness is checked on fresh random inputs; speedups that look implausible are flagged.
 """
@@ -59,6 +62,11 @@ class KernelBenchSuite:
         ids: list[str] | None = None  # "L1/19", "19_ReLU" or full task ids; None = every problem
         grade_timeout_s: float = Field(900.0, gt=0)
         solve_timeout_s: float = Field(3600.0, gt=0)
+        device: Literal["cuda", "cpu"] = "cuda"  # where the scorer runs and times both models
+        atol: float = Field(1e-2, gt=0)  # KernelBench's tolerances
+        rtol: float = Field(1e-2, gt=0)
+        reps: int = Field(30, ge=3)
+        ceiling: float = Field(1000.0, gt=1)
 
     def __init__(self, config: Config | None = None, **_: object) -> None:
         self.config = config or KernelBenchSuite.Config()
@@ -74,7 +82,7 @@ class KernelBenchSuite:
             Task(
                 id=task_id,
                 suite=self.name,
-                statement=_statement(task_id),
+                statement=_statement(task_id, self.config.atol, self.config.rtol),
                 subsets=(task_id.split("/")[1],),
                 needs_gpu=True,
                 timeout_s=self.config.solve_timeout_s,
@@ -87,36 +95,53 @@ class KernelBenchSuite:
         source = self._file(task_id)
         dest.mkdir(parents=True, exist_ok=True)
         (dest / "reference.py").write_bytes(source.read_bytes())
-        (dest / "TASK.md").write_text(_statement(task_id))
+        (dest / "TASK.md").write_text(_statement(task_id, self.config.atol, self.config.rtol))
         (dest / "output").mkdir(exist_ok=True)
 
     def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
+        """The kernels suite's scorer on a task folder made of the problem file and our tolerances."""
         source = self._file(task_id)
-        if not (SCORER_DIR / "score.py").is_file():
-            raise ConfigError(
-                f"kernelbench: grading {task_id} needs the kernel scorer {SCORER_DIR / 'score.py'}"
-            )
+        cfg = self.config
         artifact_dir.mkdir(parents=True, exist_ok=True)
-        spec = RunSpec(
-            command=[
-                "python3",
-                "/grader/score.py",
-                "--reference",
-                "/reference/reference.py",
-                "--candidate",
-                "/artifact/solution.py",
-            ],
-            mounts=(
-                Mount(SCORER_DIR, "/grader"),
-                Mount(source, "/reference/reference.py"),
-                Mount(artifact_dir, "/artifact"),
-            ),
-            workdir="/grader",
-            env={"PYTHONDONTWRITEBYTECODE": "1"},
-            limits=Limits(timeout_s=self.config.grade_timeout_s, memory_mb=16384),
-            labels={"metasearch.role": "grader"},
-        )
-        return parse_grader_output(sandbox.run(spec))
+        with tempfile.TemporaryDirectory(prefix="ms-kb-") as tmp:
+            task_dir = Path(tmp) / "task"
+            task_dir.mkdir()
+            shutil.copyfile(source, task_dir / "reference.py")
+            (task_dir / "task.toml").write_text(
+                f'description = "{task_id}"\natol = {cfg.atol!r}\nrtol = {cfg.rtol!r}\n'
+                f"ceiling = {cfg.ceiling!r}\nneeds_gpu = {str(cfg.device == 'cuda').lower()}\n"
+                'subsets = ["all"]\n'
+            )
+            Path(tmp).chmod(0o755)
+            for path in task_dir.iterdir():
+                path.chmod(0o644)
+            task_dir.chmod(0o755)
+            spec = RunSpec(
+                command=[
+                    "python3",
+                    "/grader/score.py",
+                    "--task-dir",
+                    "/problem",
+                    "--candidate",
+                    "/artifact/solution.py",
+                    "--device",
+                    cfg.device,
+                    "--reps",
+                    str(cfg.reps),
+                    "--timeout",
+                    str(cfg.grade_timeout_s),
+                ],
+                mounts=(
+                    Mount(SCORER_DIR, "/grader"),
+                    Mount(task_dir, "/problem"),
+                    Mount(artifact_dir, "/artifact"),
+                ),
+                workdir="/tmp",
+                env={"PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"},
+                limits=Limits(timeout_s=cfg.grade_timeout_s + 60, memory_mb=16384),
+                labels={"metasearch.role": "grader"},
+            )
+            return parse_grader_output(sandbox.run(spec))
 
     def _file(self, task_id: str) -> Path:
         if task_id not in self.files:
@@ -177,5 +202,5 @@ def _short(task_id: str) -> str:
     return f"{level}/{stem.split('_', 1)[0]}"
 
 
-def _statement(task_id: str) -> str:
-    return STATEMENT.format(task_id=task_id, level=task_id.split("/")[1][1:])
+def _statement(task_id: str, atol: float, rtol: float) -> str:
+    return STATEMENT.format(task_id=task_id, level=task_id.split("/")[1][1:], atol=atol, rtol=rtol)

@@ -1,0 +1,179 @@
+"""``kernels``: make a PyTorch module faster without changing what it computes (KernelBench's format).
+
+Each task is a folder under ``tasks/``: ``reference.py`` (``class Model(nn.Module)`` with ``get_inputs()``
+and ``get_init_inputs()``; module-level size constants) and ``task.toml`` (tolerances, extra shape sets,
+speedup ceiling, GPU need, subsets). The agent sees ``reference.py``, ``TASK.md`` and ``task.toml`` and writes
+``output/solution.py`` holding ``class ModelNew(nn.Module)`` with the same constructor and ``forward``
+signatures. Grading runs ``score.py`` (see its docstring) in a fresh sandbox that mounts this folder; the
+reference there is loaded from a path the candidate cannot import, and the inputs come from seeds drawn at
+grading time.
+
+Subsets: ``cpu`` (8 tasks whose naive reference leaves at least 5x headroom on one CPU core, plus the
+``add_control`` task, which is already optimal and must not count as faster), ``smoke``, ``control``,
+``gpu`` (tasks that need CUDA; listed only where a CUDA probe succeeds, unless asked for by name) and
+``all``. Suite metrics (``aggregate``): fast_0, fast_1, fast_2 over all tasks, and the geometric-mean speedup
+of the correct ones.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import subprocess
+import sys
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from metasearch.errors import ConfigError
+from metasearch.sandboxes.protocol import Limits, Mount, RunSpec, Sandbox
+from metasearch.suites.protocol import Task, TaskResult
+from metasearch.suites.training import parse_grader_output
+
+HERE = Path(__file__).resolve().parent
+TASKS_DIR = HERE / "tasks"
+DESCRIPTION = (
+    "GPU/CPU kernel optimisation in KernelBench's format. Each task directory holds reference.py: a PyTorch "
+    "`class Model(nn.Module)` with `get_inputs()` and `get_init_inputs()`. Write output/solution.py with "
+    "`class ModelNew(nn.Module)`: same constructor arguments and forward signature, the same outputs within "
+    "the tolerances in task.toml, and as fast as possible. Graded on inputs drawn from secret seeds, on several "
+    "shapes, timed against the reference (single-threaded on CPU); writing into inputs, caching outputs across "
+    "calls or touching timers scores 0. Do not import reference.py: it is not importable at grading time."
+)
+
+
+@functools.cache
+def task_specs() -> dict[str, dict[str, Any]]:
+    specs = {}
+    for folder in sorted(p for p in TASKS_DIR.iterdir() if (p / "task.toml").is_file()):
+        specs[folder.name] = tomllib.loads((folder / "task.toml").read_text())
+    return specs
+
+
+@functools.cache
+def cuda_available() -> bool:
+    """A CUDA probe in a subprocess (importing torch's CUDA state here would slow every CLI start)."""
+    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
+    try:
+        return subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+class KernelsSuite:
+    name = "kernels"
+    description = DESCRIPTION
+    artifact_path = "output"
+    needs_docker = False
+    needs_gpu = False
+
+    class Config(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        subset: str = "cpu"
+        reps: int = Field(15, ge=3)
+        warmup: int = Field(2, ge=0)
+        solve_timeout_s: float = Field(900.0, gt=0)
+        grade_timeout_s: float = Field(300.0, gt=0)
+
+    def __init__(self, config: Config | None = None, **_: object) -> None:
+        self.config = config or KernelsSuite.Config()
+        subsets = {s for spec in task_specs().values() for s in spec["subsets"]} | {"all"}
+        if self.config.subset not in subsets:
+            raise ConfigError(
+                f"suite.subset: unknown subset {self.config.subset!r}; allowed: {', '.join(sorted(subsets))}"
+            )
+        self.needs_gpu = self.config.subset == "gpu"
+
+    def needs(self) -> None:
+        if self.needs_gpu and not cuda_available():
+            raise ConfigError("suite.subset: 'gpu' kernels need a CUDA GPU, and torch sees none here")
+
+    def tasks(self, subset: str | None = None) -> Sequence[Task]:
+        wanted = subset or self.config.subset
+        gpu_ok = wanted != "all" or cuda_available()  # "gpu" lists them always; needs() checks the GPU
+        return [
+            Task(
+                id=f"kernels/{name}",
+                suite=self.name,
+                statement=_statement(name, spec),
+                subsets=tuple(spec["subsets"]),
+                needs_gpu=bool(spec.get("needs_gpu")),
+                timeout_s=self.config.solve_timeout_s,
+            )
+            for name, spec in task_specs().items()
+            if (wanted == "all" or wanted in spec["subsets"]) and (gpu_ok or not spec.get("needs_gpu"))
+        ]
+
+    def prepare(self, task_id: str, dest: Path) -> None:
+        name = _name(task_id)
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "reference.py").write_text((TASKS_DIR / name / "reference.py").read_text())
+        (dest / "task.toml").write_text((TASKS_DIR / name / "task.toml").read_text())
+        (dest / "TASK.md").write_text(_statement(name, task_specs()[name]))
+        (dest / "output").mkdir(exist_ok=True)
+
+    def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
+        name = _name(task_id)
+        spec = task_specs()[name]
+        artifact_dir.mkdir(parents=True, exist_ok=True)
+        device = "cuda" if spec.get("needs_gpu") else "cpu"
+        run = RunSpec(
+            command=[
+                "python3",
+                "/grader/score.py",
+                "--task-dir",
+                f"/grader/tasks/{name}",
+                "--candidate",
+                "/artifact/solution.py",
+                "--device",
+                device,
+                "--reps",
+                str(self.config.reps),
+                "--warmup",
+                str(self.config.warmup),
+                "--timeout",
+                str(self.config.grade_timeout_s),
+            ],
+            mounts=(Mount(HERE, "/grader"), Mount(artifact_dir, "/artifact")),
+            workdir="/tmp",
+            env={"PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+            limits=Limits(timeout_s=self.config.grade_timeout_s + 60, memory_mb=4096, cpus=1.0),
+            labels={"metasearch.role": "grader"},
+        )
+        return parse_grader_output(sandbox.run(run))
+
+
+def aggregate(results: Mapping[str, TaskResult]) -> dict[str, float]:
+    """Suite metrics over *all* tasks graded (a task that failed counts as not fast)."""
+    n = len(results) or 1
+    speedups = [
+        r.metrics["speedup"] for r in results.values() if r.metrics.get("correct") and "speedup" in r.metrics
+    ]
+    return {
+        "fast_0": sum(r.metrics.get("fast_0", 0.0) for r in results.values()) / n,
+        "fast_1": sum(r.metrics.get("fast_1", 0.0) for r in results.values()) / n,
+        "fast_2": sum(r.metrics.get("fast_2", 0.0) for r in results.values()) / n,
+        "geomean_speedup": math.exp(sum(math.log(max(s, 1e-9)) for s in speedups) / len(speedups))
+        if speedups
+        else 0.0,
+        "tasks": float(len(results)),
+    }
+
+
+def _statement(name: str, spec: Mapping[str, Any]) -> str:
+    where = "on a CUDA GPU" if spec.get("needs_gpu") else "on one CPU core (single-threaded)"
+    return (
+        f"# kernels/{name}\n\n{spec['description']}\n\n{DESCRIPTION}\n\nTimed {where}. Tolerances: atol "
+        f"{spec['atol']}, rtol {spec['rtol']}. The sizes in reference.py are the timed ones; other shapes are "
+        "checked for correctness too, so do not hard-code sizes.\n"
+    )
+
+
+def _name(task_id: str) -> str:
+    name = task_id.split("/", 1)[-1]
+    if name not in task_specs():
+        raise ConfigError(f"kernels: unknown task {task_id!r}")
+    return name

@@ -1,0 +1,138 @@
+"""The kernels suite and its scorer, with real candidates: every oracle passes and holds its speedup class,
+every wrong solution fails, every cheat is flagged and not rewarded, the control task never counts as
+faster. Grading runs ``score.py`` in a real sandbox, as the runner does."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from kernels_fixtures import ORACLES, cheat, cheat_kind, oracle, wrong
+
+from metasearch.errors import ConfigError
+from metasearch.sandboxes.local import LocalSandbox
+from metasearch.suites.kernels import TASKS_DIR, KernelsSuite, aggregate, cuda_available, task_specs
+from metasearch.suites.protocol import Suite, TaskResult
+
+CPU_TASKS = sorted(n for n, s in task_specs().items() if not s.get("needs_gpu"))
+EXPECTED_FLAG = {"inputs": "modified_inputs", "timer": "tampered_timer", "cache": "stale_output"}
+
+
+def grade(suite: KernelsSuite, task: str, source: str, tmp_path: Path, sandbox=None) -> TaskResult:  # type: ignore[no-untyped-def]
+    artifact = tmp_path / f"artifact-{abs(hash(source))}"
+    artifact.mkdir()
+    (artifact / "solution.py").write_text(source)
+    return suite.grade(f"kernels/{task}", artifact, sandbox or LocalSandbox())
+
+
+def test_the_suite_lists_its_tasks_and_shows_only_visible_files(tmp_path: Path) -> None:
+    suite = KernelsSuite()
+    assert isinstance(suite, Suite)
+    ids = [t.id for t in suite.tasks()]
+    assert len(ids) == 9 and "kernels/add_control" in ids and len(set(ids)) == len(ids)
+    assert all(not t.needs_gpu for t in suite.tasks())
+    assert {t.id for t in suite.tasks("control")} == {"kernels/add_control"}
+    suite.prepare("kernels/row_softmax", tmp_path / "task")
+    assert sorted(p.name for p in (tmp_path / "task").iterdir()) == [
+        "TASK.md",
+        "output",
+        "reference.py",
+        "task.toml",
+    ]
+    assert "ModelNew" in (tmp_path / "task" / "TASK.md").read_text()
+    with pytest.raises(ConfigError, match=r"suite\.subset"):
+        KernelsSuite(KernelsSuite.Config(subset="nope"))
+    with pytest.raises(ConfigError, match="unknown task"):
+        suite.prepare("kernels/nope", tmp_path / "x")
+
+
+def test_gpu_tasks_are_gated_on_a_cuda_probe() -> None:
+    suite = KernelsSuite(KernelsSuite.Config(subset="gpu"))
+    assert [t.id for t in suite.tasks()] == ["kernels/gpu_row_softmax"]
+    if cuda_available():
+        suite.needs()
+    else:
+        with pytest.raises(ConfigError, match="CUDA"):
+            suite.needs()
+        assert all(not t.needs_gpu for t in KernelsSuite(KernelsSuite.Config(subset="all")).tasks())
+
+
+@pytest.mark.parametrize("task", CPU_TASKS)
+def test_oracle_wrong_and_cheat(task: str, tmp_path: Path) -> None:
+    suite = KernelsSuite(KernelsSuite.Config(reps=9))
+    good = grade(suite, task, oracle(task), tmp_path)
+    assert good.error is None and good.metrics["correct"] == 1.0 and good.flags == (), good
+    if task_specs()[task].get("control"):
+        assert good.metrics["fast_1"] == 0.0 and good.score == pytest.approx(0.1), good  # not faster
+    else:  # the naive reference leaves headroom: the oracle is clearly faster
+        assert good.metrics["fast_2"] == 1.0 and good.metrics["speedup"] > 3.0 and good.score > 0.4, good
+    bad = grade(suite, task, wrong(task), tmp_path)
+    assert bad.score == 0.0 and bad.error and "wrong output" in bad.error, bad
+    cheating = grade(suite, task, cheat(task), tmp_path)
+    assert cheating.score == 0.0 and EXPECTED_FLAG[cheat_kind(task)] in cheating.flags, cheating
+
+
+def test_every_cheat_kind_is_exercised() -> None:
+    assert {cheat_kind(t) for t in CPU_TASKS} == set(EXPECTED_FLAG)
+
+
+def test_missing_artifacts_and_crashes_are_failures_with_reasons(tmp_path: Path) -> None:
+    suite = KernelsSuite(KernelsSuite.Config(reps=3))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = suite.grade("kernels/add_control", empty, LocalSandbox())
+    assert result.score == 0.0 and "no artifact" in (result.error or "")
+    result = grade(suite, "add_control", "raise RuntimeError('boom')\n", tmp_path)
+    assert result.score == 0.0 and "boom" in (result.error or "")
+    result = grade(suite, "add_control", "from reference import Model as ModelNew\n", tmp_path)
+    assert result.score == 0.0 and "ModuleNotFoundError" in (result.error or ""), result
+
+
+def test_a_speedup_above_the_ceiling_is_flagged_not_rewarded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import metasearch.suites.kernels as kernels
+
+    here = tmp_path / "suite"
+    shutil.copytree(kernels.HERE, here, ignore=shutil.ignore_patterns("__pycache__"))
+    toml = here / "tasks" / "layer_norm" / "task.toml"
+    toml.write_text(toml.read_text().replace("ceiling = 1000.0", "ceiling = 2.0"))
+    monkeypatch.setattr(kernels, "HERE", here)
+    result = grade(KernelsSuite(KernelsSuite.Config(reps=5)), "layer_norm", oracle("layer_norm"), tmp_path)
+    assert "speedup_above_ceiling" in result.flags and result.score == pytest.approx(0.1), result
+
+
+def test_aggregate_divides_by_all_tasks() -> None:
+    results = {
+        "a": TaskResult(0.8, {"correct": 1.0, "speedup": 4.0, "fast_0": 1.0, "fast_1": 1.0, "fast_2": 1.0}),
+        "b": TaskResult(0.1, {"correct": 1.0, "speedup": 1.0, "fast_0": 1.0, "fast_1": 0.0, "fast_2": 0.0}),
+        "c": TaskResult(0.0, {"correct": 0.0}, error="wrong"),
+        "d": TaskResult(0.0, {"correct": 0.0}, flags=("tampered_timer",), error="rejected"),
+    }
+    metrics = aggregate(results)
+    assert metrics["fast_0"] == 0.5 and metrics["fast_1"] == 0.25 and metrics["fast_2"] == 0.25
+    assert metrics["geomean_speedup"] == pytest.approx(2.0)
+
+
+@pytest.mark.docker
+def test_grading_in_docker(docker_sandbox_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    suite = KernelsSuite(KernelsSuite.Config(reps=7))
+    sandbox = docker_sandbox_factory()
+    tmp_path.chmod(0o755)
+    good = grade(suite, "row_softmax", oracle("row_softmax"), tmp_path, sandbox)
+    assert good.error is None and good.metrics["fast_2"] == 1.0, good
+    cheating = grade(suite, "conv1d_taps", cheat("conv1d_taps"), tmp_path, sandbox)
+    assert "tampered_timer" in cheating.flags and cheating.score == 0.0
+
+
+@pytest.mark.gpu
+def test_gpu_task_on_cuda(tmp_path: Path) -> None:
+    if not cuda_available():
+        pytest.skip("no CUDA GPU")
+    suite = KernelsSuite(KernelsSuite.Config(subset="gpu", reps=20))
+    good = grade(suite, "gpu_row_softmax", oracle("gpu_row_softmax"), tmp_path)
+    assert good.error is None and good.metrics["correct"] == 1.0 and good.metrics["speedup"] > 1.0, good
+    bad = grade(suite, "gpu_row_softmax", wrong("gpu_row_softmax"), tmp_path)
+    assert bad.score == 0.0
+    assert set(ORACLES) >= {p.name for p in TASKS_DIR.iterdir() if p.is_dir() and p.name != "__pycache__"}
