@@ -74,3 +74,43 @@ def test_the_coding_agent_fixes_a_code_edit_bug(docker_sandbox_factory: Any, tmp
     )
     transcript = [json.loads(x) for x in (log_dir / "llm.jsonl").read_text().splitlines()]
     assert len(transcript) == len(llm.requests) == 3 and service.meter.job("job-1").calls == 3
+
+
+WRITE_KERNEL = """The reference loops over rows; one fused library call does the same.
+```bash
+cat > output/solution.py <<'EOF'
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+EOF
+python3 -c "
+import torch, reference, sys
+sys.path.insert(0, 'output')
+import solution
+x = torch.randn(8, 33)
+assert torch.allclose(solution.ModelNew()(x), reference.Model()(x), atol=1e-5)
+print('matches the reference')
+"
+```"""
+
+
+def test_the_coding_agent_speeds_up_a_kernel(docker_sandbox_factory: Any, tmp_path: Path) -> None:
+    from metasearch.suites.kernels import KernelsSuite
+
+    steps = ["Read the task and the reference.\n```bash\ncat TASK.md reference.py\n```", WRITE_KERNEL]
+    suite = KernelsSuite(KernelsSuite.Config(reps=9))
+    result, llm, log_dir, service = _solve(
+        docker_sandbox_factory, tmp_path, suite, "kernels/row_softmax", steps
+    )
+    assert result.error is None and result.metrics["correct"] == 1.0, result
+    assert result.metrics["fast_2"] == 1.0 and result.score > 0.5, result
+    assert "matches the reference" in (log_dir / "agent.log").read_text()
+    assert "class Model(nn.Module)" in llm.requests[1]["messages"][-1]["content"]  # it saw the reference
+    assert service.meter.job("job-1").calls == 3
