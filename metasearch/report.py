@@ -49,11 +49,10 @@ def load_view(study_dir: Path) -> StudyView:
         raise ConfigError(f"{study_dir}: not a study directory (no config.yaml)")
     resolved = load_config_data(yaml.safe_load(config_path.read_text()) or {})
     index = read_index(Path(study_dir))
-    tree = SearchTree()
-    for agent in index.agents.values():
-        tree.add_agent(agent.id, agent.parent_id)
-    for ev in index.evaluations.values():
-        tree.add_result(ev.agent_id, ev.task_id, ev.score)
+    tree = SearchTree.replayed(
+        [(a.id, a.parent_id) for a in index.agents.values()],
+        [(ev.agent_id, ev.task_id, ev.score) for ev in index.evaluations.values()],
+    )
     free_seeds = resolved.config.study.seed_evaluations == "all"
     evaluations = sum(
         1

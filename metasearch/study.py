@@ -101,12 +101,12 @@ class Study:
                 "process; stop it first (or wait for its lease to expire)"
             )
         self._seed_ids = [a.id for a in index.agents.values() if a.parent_id is None]
-        for agent in index.agents.values():
-            self.tree.add_agent(agent.id, agent.parent_id)
-            self._finished_expansions += agent.parent_id is not None
-        for ev in index.evaluations.values():
-            self.tree.add_result(ev.agent_id, ev.task_id, ev.score)
-            self._counted_evaluations += not self._is_free(ev.agent_id)
+        self.tree = SearchTree.replayed(
+            [(a.id, a.parent_id) for a in index.agents.values()],
+            [(ev.agent_id, ev.task_id, ev.score) for ev in index.evaluations.values()],
+        )
+        self._finished_expansions += sum(a.parent_id is not None for a in index.agents.values())
+        self._counted_evaluations += sum(not self._is_free(ev.agent_id) for ev in index.evaluations.values())
         for failure in index.failed_expansions:
             self.tree.expansion_started(failure["parent_id"])
             self.tree.expansion_finished(failure["parent_id"], failed=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 
 import numpy as np
@@ -123,3 +124,39 @@ def test_concurrent_updates_under_a_lock_lose_nothing() -> None:
         t.join()
     assert tree.clade("r") == (pytest.approx(400.0), 800)
     assert int(np.sum(tree.view("pending_evals"))) == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(min_value=1, max_value=40), st.integers(min_value=0, max_value=120), st.integers(0, 2**31))
+def test_a_replayed_tree_equals_the_incremental_one(agents: int, results: int, seed: int) -> None:
+    rng = random.Random(seed)
+    history = [
+        (f"a{i}", None if i == 0 or rng.random() < 0.1 else f"a{rng.randrange(i)}") for i in range(agents)
+    ]
+    pairs = {(f"a{rng.randrange(agents)}", f"t{rng.randrange(5)}") for _ in range(results)}  # each pair once
+    evals = [(a, t, rng.choice([0.0, 1.0, rng.random()])) for a, t in sorted(pairs)]
+    incremental = SearchTree()
+    for agent_id, parent_id in history:
+        incremental.add_agent(agent_id, parent_id)
+    for agent_id, task_id, score in evals:
+        incremental.add_result(agent_id, task_id, score)
+    replayed = SearchTree.replayed(history, evals)
+    n = agents
+    assert replayed.ids == incremental.ids and replayed.children == incremental.children
+    assert replayed.seen == incremental.seen
+    for name in (
+        "parent",
+        "depth",
+        "own_n",
+        "clade_n",
+        "clade_size",
+        "n_children",
+        "n_seen",
+        "pending_evals",
+    ):
+        assert np.array_equal(getattr(replayed, name)[:n], getattr(incremental, name)[:n]), name
+    for name in ("own_s", "clade_s"):
+        assert np.allclose(getattr(replayed, name)[:n], getattr(incremental, name)[:n]), name
+    replayed.add_agent("late", "a0")  # still grows and updates incrementally afterwards
+    replayed.add_result("late", "t0", 1.0)
+    assert replayed.clade_size[0] == incremental.clade_size[0] + 1
