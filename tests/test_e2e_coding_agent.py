@@ -18,8 +18,6 @@ from metasearch.runner import evaluate_in_sandbox
 from metasearch.sandboxes.protocol import Limits
 from metasearch.suites.code_edit import CodeEditSuite
 
-pytestmark = pytest.mark.docker
-
 FIX_TEXTSTATS = """The issue says words separated by several spaces are miscounted; `split(" ")` is the cause.
 ```bash
 cd repo && sed -i 's/text.split(" ")/text.split()/' textstats.py && python3 -m pytest -q 2>&1 | tail -3 && git diff > /task/output/patch.diff && cat /task/output/patch.diff
@@ -59,6 +57,7 @@ def _solve(docker_sandbox_factory: Any, tmp_path: Path, suite: Any, task_id: str
         return result, llm, log_dir, service
 
 
+@pytest.mark.docker
 def test_the_coding_agent_fixes_a_code_edit_bug(docker_sandbox_factory: Any, tmp_path: Path) -> None:
     steps = ["First read the task.\n```bash\ncat TASK.md && ls repo\n```", FIX_TEXTSTATS]
     result, llm, log_dir, service = _solve(
@@ -101,6 +100,7 @@ print('matches the reference')
 ```"""
 
 
+@pytest.mark.docker
 def test_the_coding_agent_speeds_up_a_kernel(docker_sandbox_factory: Any, tmp_path: Path) -> None:
     from metasearch.suites.kernels import KernelsSuite
 
@@ -114,3 +114,34 @@ def test_the_coding_agent_speeds_up_a_kernel(docker_sandbox_factory: Any, tmp_pa
     assert "matches the reference" in (log_dir / "agent.log").read_text()
     assert "class Model(nn.Module)" in llm.requests[1]["messages"][-1]["content"]  # it saw the reference
     assert service.meter.job("job-1").calls == 3
+
+
+def test_the_coding_agent_runs_standalone_against_any_endpoint(tmp_path: Path) -> None:
+    """Production use without metasearch: `python3 -m coder.solve TASK_DIR` with OPENAI_BASE_URL."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    agent = tmp_path / "agent"
+    shutil.copytree(resolve_seed("coding-agent"), agent, ignore=shutil.ignore_patterns("__pycache__"))
+    CodeEditSuite().prepare("code-edit/textstats", tmp_path / "task")
+    steps = [
+        "First read the task.\n```bash\ncat TASK.md && ls repo\n```",
+        FIX_TEXTSTATS.replace("/task/", f"{tmp_path}/task/"),
+    ]
+    with ScriptedLLM(script_for(steps)) as llm:
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "OPENAI_BASE_URL": llm.base_url,
+            "OPENAI_API_KEY": "sk-test",
+            "METASEARCH_LLM_SOCKET": str(tmp_path / "no-such.sock"),
+        }
+        run = subprocess.run(
+            [sys.executable, "-m", "coder.solve", str(tmp_path / "task")],
+            cwd=agent, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "=== result: fixed" in run.stdout
+    assert "text.split()" in (tmp_path / "task" / "output" / "patch.diff").read_text()
