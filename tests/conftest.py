@@ -20,6 +20,16 @@ def docker_ready() -> str | None:
     return None
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` run only when asked for (``-m slow``), not in the default run."""
+    if "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: run with -m slow")
+    for item in items:
+        if item.get_closest_marker("slow"):
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def docker_sandbox_factory():
     reason = docker_ready()
