@@ -25,6 +25,7 @@ from metasearch.llm.client import LLMClient
 from metasearch.llm.gateway import Gateway
 from metasearch.llm.scripted import ScriptedLLM
 from metasearch.llm.usage import TokenMeter
+from metasearch.report import print_bench_rows
 
 BODY = json.dumps({"messages": [{"role": "user", "content": "benchmark prompt with a few words"}]})
 
@@ -126,14 +127,7 @@ def run(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(rows))
     else:
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table("measure", "baseline", "value", "ratio", "target")
-        for r in rows:
-            cells = ["-" if r[k] is None else f"{r[k]:.3f}" for k in ("baseline", "value", "ratio")]
-            table.add_row(str(r["measure"]), *cells, str(r["target"]))
-        Console(width=160).print(table)
+        print_bench_rows(rows)
     ratio = rows[0]["ratio"]
     return 0 if isinstance(ratio, float) and ratio <= 1.05 and peak >= 32 else 1
 

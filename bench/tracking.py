@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "tracking
 from tracking_helpers import write_synthetic_study
 
 from metasearch.events import EvaluationRecorded
-from metasearch.report import status_dict
+from metasearch.report import print_bench_rows, status_dict
 from metasearch.tracking import store
 from metasearch.tracking.mlflow_callback import MlflowMirror
 from metasearch.types import Evaluation
@@ -117,14 +117,7 @@ def run(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(rows))
     else:
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table("measure", "baseline", "value", "ratio", "target")
-        for r in rows:
-            cells = ["-" if r[k] is None else f"{r[k]:.3f}" for k in ("baseline", "value", "ratio")]
-            table.add_row(str(r["measure"]), *cells, str(r["target"]))
-        Console(width=160).print(table)
+        print_bench_rows(rows)
     ok = numbers["study_work_slowdown"] <= 1.2 and numbers["callback_median_us"] < 50 and status_large < 1.0
     return 0 if ok else 1
 

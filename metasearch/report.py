@@ -154,3 +154,15 @@ def tree_text(study_dir: Path) -> str:
     for root in children.get(None, []):
         walk(root, "", True, True)
     return "\n".join(lines) if lines else "(empty study)"
+
+
+def print_bench_rows(rows: list[dict[str, Any]]) -> None:
+    """A benchmark's rows (measure, baseline, value, ratio, target) as a table on the terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("measure", "baseline", "value", "ratio", "target")
+    for r in rows:
+        cells = ["-" if r[k] is None else f"{r[k]:.3f}" for k in ("baseline", "value", "ratio")]
+        table.add_row(str(r["measure"]), *cells, str(r["target"]))
+    Console(width=160).print(table)

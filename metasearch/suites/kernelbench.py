@@ -28,9 +28,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError
-from metasearch.sandboxes.protocol import Limits, Mount, RunSpec, Sandbox
+from metasearch.sandboxes.protocol import Mount, Sandbox
+from metasearch.suites.grading import grade
 from metasearch.suites.protocol import Task, TaskResult
-from metasearch.suites.training import parse_grader_output
 
 SCORER_DIR = Path(__file__).resolve().parent / "kernels"
 PROBLEM_FILE = re.compile(r"^(\d+)_(\w+)\.py$")
@@ -116,32 +116,16 @@ class KernelBenchSuite:
             for path in task_dir.iterdir():
                 path.chmod(0o644)
             task_dir.chmod(0o755)
-            spec = RunSpec(
-                command=[
-                    "python3",
-                    "/grader/score.py",
-                    "--task-dir",
-                    "/problem",
-                    "--candidate",
-                    "/artifact/solution.py",
-                    "--device",
-                    cfg.device,
-                    "--reps",
-                    str(cfg.reps),
-                    "--timeout",
-                    str(cfg.grade_timeout_s),
-                ],
-                mounts=(
-                    Mount(SCORER_DIR, "/grader"),
-                    Mount(task_dir, "/problem"),
-                    Mount(artifact_dir, "/artifact"),
-                ),
-                workdir="/tmp",
-                env={"PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"},
-                limits=Limits(timeout_s=cfg.grade_timeout_s + 60, memory_mb=16384),
-                labels={"metasearch.role": "grader"},
-            )
-            return parse_grader_output(sandbox.run(spec))
+            command = [
+                "python3", "/grader/score.py", "--task-dir", "/problem", "--candidate", "/artifact/solution.py",
+                "--device", cfg.device, "--reps", str(cfg.reps), "--timeout", str(cfg.grade_timeout_s),
+            ]  # fmt: skip
+            mounts = [
+                Mount(SCORER_DIR, "/grader"),
+                Mount(task_dir, "/problem"),
+                Mount(artifact_dir, "/artifact"),
+            ]
+            return grade(sandbox, command, mounts, timeout_s=cfg.grade_timeout_s + 60, memory_mb=16384)
 
     def _file(self, task_id: str) -> Path:
         if task_id not in self.files:

@@ -28,10 +28,10 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError
-from metasearch.sandboxes.protocol import Limits, Mount, RunSpec, Sandbox
+from metasearch.sandboxes.protocol import Mount, Sandbox
+from metasearch.suites.grading import grade
 from metasearch.suites.kernelbench import hash_files
 from metasearch.suites.protocol import Task, TaskResult
-from metasearch.suites.training import parse_grader_output
 
 LANGUAGES = ("cpp", "go", "java", "javascript", "python", "rust")
 TEST_COMMANDS = {
@@ -217,24 +217,18 @@ class PolyglotSuite:
         command = self.config.test_commands.get(ex.language, TEST_COMMANDS[ex.language])
         timeout = self.config.grade_timeout_s
         artifact_dir.mkdir(parents=True, exist_ok=True)
-        spec = RunSpec(
-            command=[
-                "python3",
-                "-c",
-                GRADE_SCRIPT,
-                "/exercise",
-                "/artifact",
-                json.dumps(ex.solution),
-                command,
-                repr(max(timeout - 15, timeout / 2)),
-            ],
-            mounts=(Mount(ex.path, "/exercise"), Mount(artifact_dir, "/artifact")),
-            workdir="/exercise",
-            env={"PYTHONDONTWRITEBYTECODE": "1"},
-            limits=Limits(timeout_s=timeout, memory_mb=4096),
-            labels={"metasearch.role": "grader"},
-        )
-        return parse_grader_output(sandbox.run(spec))
+        script = [
+            "python3",
+            "-c",
+            GRADE_SCRIPT,
+            "/exercise",
+            "/artifact",
+            json.dumps(ex.solution),
+            command,
+            repr(max(timeout - 15, timeout / 2)),
+        ]
+        mounts = [Mount(ex.path, "/exercise"), Mount(artifact_dir, "/artifact")]
+        return grade(sandbox, script, mounts, timeout_s=timeout, memory_mb=4096, workdir="/exercise")
 
     def _exercise(self, task_id: str) -> Exercise:
         if task_id not in self.exercises:

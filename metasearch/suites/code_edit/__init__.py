@@ -22,9 +22,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError, InfrastructureError
-from metasearch.sandboxes.protocol import Limits, Mount, RunSpec, Sandbox
+from metasearch.sandboxes.protocol import Mount, Sandbox
+from metasearch.suites.grading import grade
 from metasearch.suites.protocol import Task, TaskResult
-from metasearch.suites.training import parse_grader_output
 
 GRADER_DIR = Path(__file__).resolve().parent
 REPOS_DIR = GRADER_DIR / "repos"
@@ -114,15 +114,13 @@ class CodeEditSuite:
     def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
         name = _name(task_id)
         artifact_dir.mkdir(parents=True, exist_ok=True)
-        spec = RunSpec(
-            command=["python3", "/grader/grade.py", f"/grader/repos/{name}", "/artifact/patch.diff"],
-            mounts=(Mount(GRADER_DIR, "/grader"), Mount(artifact_dir, "/artifact")),
+        return grade(
+            sandbox,
+            ["python3", "/grader/grade.py", f"/grader/repos/{name}", "/artifact/patch.diff"],
+            [Mount(GRADER_DIR, "/grader"), Mount(artifact_dir, "/artifact")],
+            timeout_s=self.config.grade_timeout_s,
             workdir="/grader",
-            env={"PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"},
-            limits=Limits(timeout_s=self.config.grade_timeout_s, memory_mb=2048),
-            labels={"metasearch.role": "grader"},
         )
-        return parse_grader_output(sandbox.run(spec))
 
 
 def _statement(name: str) -> str:

@@ -29,9 +29,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError
-from metasearch.sandboxes.protocol import Limits, Mount, RunSpec, Sandbox
+from metasearch.sandboxes.protocol import Mount, Sandbox
+from metasearch.suites.grading import grade
 from metasearch.suites.protocol import Task, TaskResult
-from metasearch.suites.training import parse_grader_output
 
 HERE = Path(__file__).resolve().parent
 TASKS_DIR = HERE / "tasks"
@@ -120,30 +120,14 @@ class KernelsSuite:
         spec = task_specs()[name]
         artifact_dir.mkdir(parents=True, exist_ok=True)
         device = "cuda" if spec.get("needs_gpu") else "cpu"
-        run = RunSpec(
-            command=[
-                "python3",
-                "/grader/score.py",
-                "--task-dir",
-                f"/grader/tasks/{name}",
-                "--candidate",
-                "/artifact/solution.py",
-                "--device",
-                device,
-                "--reps",
-                str(self.config.reps),
-                "--warmup",
-                str(self.config.warmup),
-                "--timeout",
-                str(self.config.grade_timeout_s),
-            ],
-            mounts=(Mount(HERE, "/grader"), Mount(artifact_dir, "/artifact")),
-            workdir="/tmp",
-            env={"PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
-            limits=Limits(timeout_s=self.config.grade_timeout_s + 60, memory_mb=4096, cpus=1.0),
-            labels={"metasearch.role": "grader"},
-        )
-        return parse_grader_output(sandbox.run(run))
+        command = [
+            "python3", "/grader/score.py", "--task-dir", f"/grader/tasks/{name}",
+            "--candidate", "/artifact/solution.py", "--device", device,
+            "--reps", str(self.config.reps), "--warmup", str(self.config.warmup),
+            "--timeout", str(self.config.grade_timeout_s),
+        ]  # fmt: skip
+        mounts = [Mount(HERE, "/grader"), Mount(artifact_dir, "/artifact")]
+        return grade(sandbox, command, mounts, timeout_s=self.config.grade_timeout_s + 60, memory_mb=4096)
 
 
 def aggregate(results: Mapping[str, TaskResult]) -> dict[str, float]:

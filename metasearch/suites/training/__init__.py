@@ -20,7 +20,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError
-from metasearch.sandboxes.protocol import ExecResult, Limits, Mount, RunSpec, Sandbox
+from metasearch.sandboxes.protocol import Mount, Sandbox
+from metasearch.suites.grading import grade
 from metasearch.suites.protocol import Task, TaskResult
 from metasearch.suites.training.data import TASKS, generate
 
@@ -105,43 +106,13 @@ class TrainingSuite:
     def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
         name = _name(task_id)
         artifact_dir.mkdir(parents=True, exist_ok=True)
-        spec = RunSpec(
-            command=[
-                "python3",
-                "/grader/grade.py",
-                name,
-                repr(self.config.scale),
-                "/artifact/predictions.npy",
-            ],
-            mounts=(Mount(GRADER_DIR, "/grader"), Mount(artifact_dir, "/artifact")),
+        return grade(
+            sandbox,
+            ["python3", "/grader/grade.py", name, repr(self.config.scale), "/artifact/predictions.npy"],
+            [Mount(GRADER_DIR, "/grader"), Mount(artifact_dir, "/artifact")],
+            timeout_s=self.config.grade_timeout_s,
             workdir="/grader",
-            env={"PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"},
-            limits=Limits(timeout_s=self.config.grade_timeout_s, memory_mb=2048),
-            labels={"metasearch.role": "grader"},
         )
-        return parse_grader_output(sandbox.run(spec))
-
-
-def parse_grader_output(result: ExecResult) -> TaskResult:
-    """A grader prints one JSON object as its last stdout line; anything else is a grading failure."""
-    lines = [line for line in result.stdout.strip().splitlines() if line.strip()]
-    if not result.ok or not lines:
-        reason = result.reason or "no output"
-        return TaskResult(score=0.0, error=f"grader failed: {reason}: {result.stderr[-500:]}")
-    try:
-        data = json.loads(lines[-1])
-        score = float(data["score"])
-        metrics = {str(k): float(v) for k, v in (data.get("metrics") or {}).items()}
-        flags = tuple(str(f) for f in data.get("flags") or ())
-        error = data.get("error")
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        return TaskResult(score=0.0, error=f"grader output unreadable: {exc}")
-    return TaskResult(
-        score=min(1.0, max(0.0, score)) if score == score else 0.0,  # NaN never reaches the archive
-        metrics=metrics,
-        flags=flags,
-        error=None if error is None else str(error),
-    )
 
 
 def _check_subset(subset: str, where: str) -> None:
