@@ -5,6 +5,8 @@ A sandbox has no network and no secrets. Its only way to a model is the socket t
 ``POST /v1/completions`` and ``GET /v1/models`` to the upstream endpoint with the key added, fills in the
 model when the agent names none, meters tokens per job against ``TokenMeter`` budgets (an exhausted
 budget is a 403 with a message the agent can read), and appends every call to the job's transcript.
+Streamed calls (``stream: true``) are relayed event by event; the gateway asks the upstream for the
+final usage event and charges it when the stream ends.
 
 Each request is handled on its own thread with a pooled HTTP client, so an agent's parallel calls (and
 all jobs' calls) reach the upstream at once. Upstream outages are retried with backoff; a call that still
@@ -22,6 +24,8 @@ import socketserver
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -134,8 +138,8 @@ class Gateway:
 
     # -- forwarding -------------------------------------------------------------------------------
 
-    def handle(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
-        """Serve one request from the sandbox: returns (status, JSON body)."""
+    def handle(self, method: str, path: str, body: bytes) -> tuple[int, bytes] | Stream:
+        """Serve one request from the sandbox: (status, JSON body), or a Stream of server-sent events."""
         route = path.split("?", 1)[0].rstrip("/")
         route = route[3:] if route.startswith("/v1/") else route
         if (method, route) not in ROUTES:
@@ -152,8 +156,6 @@ class Gateway:
                 raise ValueError("not an object")
         except ValueError as exc:
             return _error(400, f"request body is not a JSON object: {exc}")
-        if request.get("stream"):
-            return _error(400, "streaming is not supported through the metasearch gateway; set stream=false")
         if self.model and request.get("model") in (None, "", "default"):
             request["model"] = self.model
         try:
@@ -162,14 +164,16 @@ class Gateway:
             with self._lock:
                 self.budget_refusals += 1
             return _error(403, str(exc), kind="token_budget_exhausted")
+        if request.get("stream"):
+            # Ask for the usage chunk at the end of the stream: it is what the meter charges.
+            request["stream_options"] = {**(request.get("stream_options") or {}), "include_usage": True}
+            return self._forward_stream(route, request)
         return self._forward(method, route, request, body)
 
     def _forward(
         self, method: str, route: str, request: dict[str, Any] | None, raw: bytes | None
     ) -> tuple[int, bytes]:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
+        headers = self._headers()
         payload = json.dumps(request).encode() if request is not None else None
         started = time.monotonic()
         error = ""
@@ -193,6 +197,11 @@ class Gateway:
                 error = f"HTTP {status}: {data[:200].decode('utf-8', 'replace')}"
                 continue
             return self._record(route, request, status, data, started)
+        return self._upstream_failed(route, request, error, started)
+
+    def _upstream_failed(
+        self, route: str, request: dict[str, Any] | None, error: str, started: float
+    ) -> tuple[int, bytes]:
         with self._lock:
             self.upstream_failures += 1
             self.last_upstream_error = error
@@ -200,6 +209,76 @@ class Gateway:
         return self._record(
             route, request, 502, _error(502, message, kind="upstream_unavailable")[1], started
         )
+
+    def _forward_stream(self, route: str, request: dict[str, Any]) -> tuple[int, bytes] | Stream:
+        """Open the upstream stream, retrying until its first byte (after that nothing can be retried)."""
+        payload = json.dumps(request).encode()
+        started = time.monotonic()
+        error = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(min(self.backoff_s * 2 ** (attempt - 1), 30.0))
+            try:
+                upstream = self.http.build_request(
+                    "POST", self.upstream + route, content=payload, headers=self._headers()
+                )
+                response = self.http.send(upstream, stream=True)
+            except httpx.TransportError as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                continue
+            if response.status_code != 200:
+                data = response.read()[: self.max_response_bytes]
+                response.close()
+                if response.status_code in RETRY_STATUS:
+                    error = f"HTTP {response.status_code}: {data[:200].decode('utf-8', 'replace')}"
+                    continue
+                return self._record(route, request, response.status_code, data, started)
+            return Stream(self._relay(route, request, response, started))
+        return self._upstream_failed(route, request, error, started)
+
+    def _relay(
+        self, route: str, request: dict[str, Any], response: httpx.Response, started: float
+    ) -> Iterator[bytes]:
+        """Pass the events through as they come; meter and record the call when the stream ends."""
+        size = 0
+        usage: dict[str, Any] = {}
+        text: list[str] = []
+        pending = b""
+        status = 200
+        try:
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > self.max_response_bytes:
+                    status = 502
+                    message = f"upstream stream over {self.max_response_bytes} bytes; cut off by the gateway"
+                    yield b"data: " + _error(502, message)[1] + b"\n\n"
+                    break
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    event = _sse_data(line)
+                    if event is not None:
+                        usage = event.get("usage") or usage
+                        for choice in event.get("choices") or ():
+                            piece = (choice.get("delta") or {}).get("content") or choice.get("text") or ""
+                            text.append(str(piece))
+                yield chunk
+        finally:
+            response.close()
+            prompt = int(usage.get("prompt_tokens") or 0)
+            completion = int(usage.get("completion_tokens") or 0)
+            if not usage:  # no usage chunk: estimate, so a stream never spends the budget for free
+                prompt, completion = len(json.dumps(request)) // 4, len("".join(text)) // 4 + 1
+            self.meter.charge(self.job_id, prompt, completion)
+            with self._lock:
+                self.calls += 1
+            self._transcript(route, request, status, started, prompt, completion, "".join(text))
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
 
     def _send(
         self, method: str, url: str, payload: bytes | None, headers: dict[str, str]
@@ -233,25 +312,58 @@ class Gateway:
                 status, data = _error(502, f"malformed upstream reply ({exc}): {data[:200]!r}")
         with self._lock:
             self.calls += 1
-        if self.transcript_path is not None:
-            line = {
-                "ts": time.time(),
-                "job_id": self.job_id,
-                "route": route,
-                "status": status,
-                "latency_s": round(time.monotonic() - started, 4),
-                "prompt_tokens": prompt,
-                "completion_tokens": completion,
-                "request": _clip(json.dumps(request) if request is not None else ""),
-                "response": _clip(data.decode("utf-8", "replace")),
-            }
-            with self._lock, self.transcript_path.open("a") as f:
-                f.write(json.dumps(line) + "\n")
+        self._transcript(route, request, status, started, prompt, completion, data.decode("utf-8", "replace"))
         return status, data
+
+    def _transcript(
+        self,
+        route: str,
+        request: dict[str, Any] | None,
+        status: int,
+        started: float,
+        prompt: int,
+        completion: int,
+        response: str,
+    ) -> None:
+        if self.transcript_path is None:
+            return
+        line = {
+            "ts": time.time(),
+            "job_id": self.job_id,
+            "route": route,
+            "status": status,
+            "latency_s": round(time.monotonic() - started, 4),
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "stream": bool(request and request.get("stream")),
+            "request": _clip(json.dumps(request) if request is not None else ""),
+            "response": _clip(response),
+        }
+        with self._lock, self.transcript_path.open("a") as f:
+            f.write(json.dumps(line) + "\n")
 
 
 class _TooLarge(Exception):
     pass
+
+
+@dataclass
+class Stream:
+    """A streamed answer: the upstream's server-sent events, relayed chunk by chunk."""
+
+    chunks: Iterator[bytes]
+
+
+def _sse_data(line: bytes) -> dict[str, Any] | None:
+    """The JSON object of one ``data:`` line of a server-sent event stream (None for anything else)."""
+    line = line.strip()
+    if not line.startswith(b"data:"):
+        return None
+    try:
+        event = json.loads(line[5:].strip())
+    except ValueError:  # "[DONE]" and anything else that is not JSON
+        return None
+    return event if isinstance(event, dict) else None
 
 
 def _clip(text: str) -> str:
@@ -295,7 +407,28 @@ def _handler_for(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
             except Exception as exc:  # a gateway bug must not leave the agent without an answer
                 log.exception("gateway %s: %s %s failed", gateway.job_id, method, self.path)
                 answer = _error(500, f"gateway error: {type(exc).__name__}: {exc}")
-            self._reply(*answer)
+            if isinstance(answer, Stream):
+                self._stream(answer)
+            else:
+                self._reply(*answer)
+
+        def _stream(self, stream: Stream) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")  # the body ends when the connection does
+            self.end_headers()
+            self.close_connection = True
+            try:
+                for chunk in stream.chunks:
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+            except OSError:  # the agent went away: closing the generator still meters the call
+                pass
+            finally:
+                close = getattr(stream.chunks, "close", None)
+                if callable(close):
+                    close()
 
         def _reply(self, status: int, payload: bytes) -> None:
             self.send_response(status)

@@ -4,6 +4,8 @@
 127.0.0.1. ``script`` is a list of replies, used in order (the last one repeats), or a function of the
 request body returning a reply. A reply is the text, or a dict: ``{"content": ..., "status": 503,
 "delay_s": 0.2, "raw": b"..."}`` (``raw`` sends those bytes as the body, for malformed-reply tests).
+``stream: true`` requests get server-sent events, one per word, and the usage event when
+``stream_options.include_usage`` asks for it.
 Token counts are whitespace words, so tests can predict them. Every request is kept in ``requests``.
 
 Run as a program for demos: ``python -m metasearch.llm.scripted --port 8000 --reply "hello"``.
@@ -121,9 +123,6 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             if path not in ("/v1/chat/completions", "/v1/completions"):
                 self._json(404, {"error": {"message": f"no route {self.path}"}})
                 return
-            if body.get("stream"):
-                self._json(400, {"error": {"message": "the scripted server does not stream"}})
-                return
             with llm._lock:
                 llm.in_flight += 1
                 llm.max_in_flight = max(llm.max_in_flight, llm.in_flight)
@@ -150,6 +149,9 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             chat = path.endswith("chat/completions")
             prompt = count_words(body.get("messages") if chat else body.get("prompt"))
             completion = count_words(text)
+            if body.get("stream"):
+                self._stream(body, chat, text, prompt, completion)
+                return
             choice: dict[str, Any] = {"index": 0, "finish_reason": reply.get("finish_reason", "stop")}
             if chat:
                 choice["message"] = {"role": "assistant", "content": text}
@@ -170,6 +172,37 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                     },
                 },
             )
+
+        def _stream(self, body: dict[str, Any], chat: bool, text: str, prompt: int, completion: int) -> None:
+            """Server-sent events, one per word, then (when asked for) the usage event, then [DONE]."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            kind = "chat.completion.chunk" if chat else "text_completion"
+            words = text.split(" ")
+            for i, word in enumerate(words):
+                piece = word if i == len(words) - 1 else word + " "
+                choice: dict[str, Any] = {"index": 0, "finish_reason": None}
+                choice.update({"delta": {"content": piece}} if chat else {"text": piece})
+                self._event({"object": kind, "model": body.get("model") or llm.model, "choices": [choice]})
+            self._event({"object": kind, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+            if (body.get("stream_options") or {}).get("include_usage"):
+                usage = {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                }
+                self._event({"object": kind, "choices": [], "usage": usage})
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+        def _event(self, data: dict[str, Any]) -> None:
+            self.wfile.write(
+                b"data: " + json.dumps({"id": "scripted", "created": 0, **data}).encode() + b"\n\n"
+            )
+            self.wfile.flush()
 
         def _json(self, status: int, data: dict[str, Any]) -> None:
             self._send(status, json.dumps(data).encode())

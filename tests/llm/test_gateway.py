@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import openai
+import pytest
 from conftest import call, chat_body
 
 from metasearch.llm.gateway import Gateway
@@ -110,8 +111,6 @@ def test_huge_and_malformed_replies_are_bounded() -> None:
             assert status == 502 and "malformed upstream reply" in err["error"]["message"]
             status, err = call(str(gw.socket_path), chat_body())
             assert status == 502 and "no choices" in err["error"]["message"]
-            status, err = call(str(gw.socket_path), {"messages": [], "stream": True})
-            assert status == 400 and "stream" in err["error"]["message"]
         assert gw.upstream_failures == 0  # the upstream answered: the agent sees the error and goes on
 
 
@@ -142,3 +141,44 @@ def test_the_forwarder_gives_an_openai_client_a_tcp_base_url() -> None:
         finally:
             proc.kill()
             proc.wait()
+
+
+def test_streams_are_relayed_event_by_event_and_metered(tmp_path: Path) -> None:
+    """An `openai` client with stream=True through the forwarder: text arrives in pieces, usage is charged."""
+    meter = TokenMeter(job_limit=20)
+    with ScriptedLLM(["one two three four five"]) as llm:
+        with Gateway(llm.base_url, job_id="j", meter=meter, transcript_path=tmp_path / "llm.jsonl") as gw:
+            assert gw.mount_dir is not None
+            port = free_port()
+            proc = subprocess.Popen(
+                [sys.executable, str(gw.mount_dir / "forwarder.py"), "--port", str(port), "--socket", str(gw.socket_path)],
+                stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            try:
+                assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+                client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+                pieces = [
+                    chunk.choices[0].delta.content
+                    for chunk in client.chat.completions.create(
+                        model="m", messages=[{"role": "user", "content": "count"}], stream=True
+                    )
+                    if chunk.choices and chunk.choices[0].delta.content
+                ]
+                assert pieces == ["one ", "two ", "three ", "four ", "five"]
+                assert meter.job("j").tokens == 1 + 5  # the usage event the gateway asked for
+                assert llm.requests[0]["stream_options"] == {"include_usage": True}
+                client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "again"}], stream=True
+                ).close()
+                with pytest.raises(openai.PermissionDeniedError, match="token budget"):  # 12 + ... > 20
+                    for _ in range(3):
+                        list(
+                            client.chat.completions.create(
+                                model="m", messages=[{"role": "user", "content": "x"}], stream=True
+                            )
+                        )
+            finally:
+                proc.kill()
+                proc.wait()
+    [first, *_] = [json.loads(x) for x in (tmp_path / "llm.jsonl").read_text().splitlines()]
+    assert first["stream"] is True and first["response"] == "one two three four five"
