@@ -28,7 +28,7 @@ from metasearch.suites.protocol import Suite, Task, TaskResult
 from metasearch.types import Agent, Evaluate, Evaluation, Expand, Job
 
 if TYPE_CHECKING:
-    from metasearch.llm.service import LLMService
+    from metasearch.llm.service import LLMService, RemoteLLM
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ def evaluate_in_sandbox(
     labels: dict[str, str],
     log_dir: Path,
     *,
-    llm: LLMService | None = None,
+    llm: LLMService | RemoteLLM | None = None,
 ) -> TaskResult:
     """Run an agent's ``solve`` on one task in a sandbox, then grade its artifact in a fresh one.
 
@@ -196,7 +196,7 @@ def evaluate_in_sandbox(
         if llm is None:
             raise InfrastructureError(
                 f"agent {manifest.name!r} uses an LLM (resources.llm) but this runner has no LLM gateway "
-                "(configure llm.base_url or llm.serve; Ray workers do not run gateways yet)",
+                "(configure llm.base_url or llm.serve)",
                 retryable=False,
             )
         gateway = llm.gateway(labels.get("metasearch.job", "job"), log_dir)

@@ -125,6 +125,21 @@ class LLMService:
         with gateway:
             yield gateway
 
+    def remote(self) -> RemoteLLM:
+        """The job-sized description of this service that a Ray worker builds its gateway from."""
+        used = self.meter.study_used_before + self.meter.study.tokens
+        limit = self.meter.study_limit
+        return RemoteLLM(
+            self.base_url,
+            model=self.model,
+            api_key=self.api_key,
+            job_limit=self.meter.job_limit,
+            study_remaining=None if limit is None else max(0, limit - used),
+            timeout_s=self.section.timeout_s,
+            retries=self.section.max_retries,
+            backoff_s=self.section.retry_backoff_s,
+        )
+
     def close(self) -> None:
         if self.section.trace:
             import mlflow
@@ -137,3 +152,53 @@ class LLMService:
         if self.server is not None:
             self.server.stop()
             self.server = None
+
+
+class RemoteLLM:
+    """What a Ray worker needs to give one job a gateway: the endpoint, the key, and the job's share of the
+    budgets. Built on the head (``LLMService.remote``); the worker reports the job's usage back and the
+    head meters and journals it, so ``budget.tokens`` counts calls made on any node."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None,
+        api_key: str | None,
+        job_limit: int | None,
+        study_remaining: int | None,
+        timeout_s: float,
+        retries: int,
+        backoff_s: float,
+    ) -> None:
+        self.base_url = base_url
+        self.model = model
+        self.api_key = api_key
+        self.job_limit = job_limit
+        self.study_remaining = study_remaining
+        # Made on the worker: a meter holds a lock, which Ray cannot ship.
+        self._meter: TokenMeter | None = None
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+
+    @property
+    def meter(self) -> TokenMeter:
+        if self._meter is None:
+            self._meter = TokenMeter(study_limit=self.study_remaining, job_limit=self.job_limit)
+        return self._meter
+
+    @contextmanager
+    def gateway(self, job_id: str, log_dir: Path) -> Iterator[Gateway]:
+        with Gateway(
+            self.base_url,
+            job_id=job_id,
+            meter=self.meter,
+            api_key=self.api_key,
+            model=self.model,
+            transcript_path=Path(log_dir) / "llm.jsonl",
+            retries=self.retries,
+            backoff_s=self.backoff_s,
+            timeout_s=self.timeout_s,
+        ) as gateway:
+            yield gateway

@@ -24,6 +24,7 @@ from typing import Any
 from metasearch.config import ExecutorSection, SandboxSection
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.events import Outcome
+from metasearch.llm.service import RemoteLLM
 from metasearch.runner import Runner, evaluate_in_sandbox
 from metasearch.sandboxes.protocol import Limits
 from metasearch.suites.protocol import Task, TaskResult
@@ -60,8 +61,9 @@ def _remote_evaluate(
     study: str,
     limits: Limits,
     labels: dict[str, str],
+    llm: RemoteLLM | None = None,
 ) -> dict[str, Any]:
-    """Runs on a worker node."""
+    """Runs on a worker node. Infrastructure faults come back as data, so the head keeps their kind."""
     from metasearch.registry import SUITES
     from metasearch.sandboxes.auto import make_sandbox
 
@@ -74,16 +76,24 @@ def _remote_evaluate(
         log_dir.mkdir()
         with tarfile.open(fileobj=io.BytesIO(code)) as tar:
             tar.extractall(agent_dir, filter="data")
-        graded = evaluate_in_sandbox(agent_dir, task, suite, sandbox, limits, labels, log_dir)
+        infra: dict[str, Any] | None = None
+        graded = TaskResult(0.0)
+        try:
+            graded = evaluate_in_sandbox(agent_dir, task, suite, sandbox, limits, labels, log_dir, llm=llm)
+        except InfrastructureError as exc:
+            infra = {"message": str(exc), "retryable": exc.retryable}
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
             tar.add(log_dir, arcname=".")
+    usage = llm.meter.study if llm is not None else None
     return {
         "score": graded.score,
         "metrics": dict(graded.metrics),
         "flags": list(graded.flags),
         "error": graded.error,
         "logs": buffer.getvalue(),
+        "infra": infra,
+        "usage": None if usage is None else [usage.prompt_tokens, usage.completion_tokens],
     }
 
 
@@ -115,6 +125,7 @@ class RayRunner(Runner):
             self.archive.study,
             self.limits,
             self._labels(job),
+            self.llm.remote() if self.llm is not None else None,
         )
         ready, _ = ray.wait([ref], timeout=self.executor.wait_timeout_s)
         if not ready:
@@ -131,5 +142,9 @@ class RayRunner(Runner):
             raise InfrastructureError(f"Ray task for job {job.job_id} failed: {exc}") from exc
         with tarfile.open(fileobj=io.BytesIO(out["logs"])) as tar:
             tar.extractall(log_dir, filter="data")
+        if out.get("usage") and self.llm is not None:  # metered on the worker: journal it here
+            self.llm.meter.charge(job.job_id, *out["usage"])
+        if out.get("infra"):
+            raise InfrastructureError(out["infra"]["message"], retryable=out["infra"]["retryable"])
         graded = TaskResult(out["score"], out["metrics"], tuple(out["flags"]), out["error"])
         return self._evaluated(job, graded, started, log_dir)

@@ -75,3 +75,41 @@ def test_a_gpu_request_on_a_cpu_cluster_fails_clearly(tmp_path: Path) -> None:
         "infrastructure failure: Ray did not finish"
     )
     assert not [e for e in events if e["op"] == "evaluation_recorded"]
+
+
+def test_agents_that_use_an_llm_get_a_gateway_on_the_worker(tmp_path: Path) -> None:
+    """The coding-agent seed evaluated as Ray tasks: each worker runs the job's gateway to the scripted
+    server, and the tokens it metered are journaled on the head."""
+    from metasearch.llm.scripted import ScriptedLLM
+
+    solve = (
+        "Predict the majority class.\n```bash\npython3 - <<'EOF'\nimport json\nimport numpy as np\n"
+        "y = np.load('train_y.npy')\ninfo = json.load(open('task.json'))\n"
+        "pred = np.full(info['n_test'], np.bincount(y.astype(int)).argmax() if info['kind'] == 'classification' else float(y.mean()))\n"
+        "np.save('output/predictions.npy', pred)\nEOF\n```"
+    )
+
+    def script(body: dict[str, object]) -> str:
+        messages = body["messages"]
+        assert isinstance(messages, list)
+        return solve if len(messages) == 2 else "SUBMIT\nwrote predictions"
+
+    with ScriptedLLM(script) as llm:
+        result = cli(
+            "run", "configs/quickstart.yaml", *BASE,
+            "-o", "study.seeds=[coding-agent]", "-o", f"llm.base_url={llm.base_url}", "-o", "llm.api_key_env=null",
+            "-o", "budget.evaluations=1", "-o", "budget.expansions=1",
+            "-o", "tracking.mlflow.enabled=false", "--archive-dir", str(tmp_path), "--study", "rayllm",
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    study = tmp_path / "rayllm"
+    events = [json.loads(line) for line in (study / "journal.jsonl").read_text().splitlines()]
+    recorded = [e["evaluation"] for e in events if e["op"] == "evaluation_recorded"]
+    assert len(recorded) >= 2 and all(r["error"] is None for r in recorded), recorded
+    transcripts = [
+        json.loads(x)
+        for r in recorded
+        for x in (study / "logs" / r["job_id"] / "llm.jsonl").read_text().splitlines()
+    ]
+    journaled = sum(e["tokens"] for e in events if e["op"] == "usage")
+    assert journaled == sum(t["prompt_tokens"] + t["completion_tokens"] for t in transcripts) > 0
