@@ -6,6 +6,7 @@ ExpansionRejected); infrastructure faults come back as InfraFailure so the study
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -24,7 +25,7 @@ from metasearch.manifest import load_manifest
 from metasearch.proposers.base import ProposalContext, ProposalFailed, Proposer
 from metasearch.proposers.gate import GateConfig, check
 from metasearch.sandboxes.protocol import GIT_SAFE_ENV, ExecResult, Limits, Mount, RunSpec, Sandbox
-from metasearch.suites.protocol import Suite, Task, TaskResult
+from metasearch.suites.protocol import Suite, Task, TaskResult, grader_files
 from metasearch.types import Agent, Evaluate, Evaluation, Expand, Job
 
 if TYPE_CHECKING:
@@ -166,6 +167,7 @@ class Runner:
             extra={
                 "failed_job_ids": [f.get("job_id") for f in list(index.failed_expansions)],
                 "task_statements": {t.id: t.statement for t in self.tasks.values()},
+                "grader_files": functools.partial(grader_files, self.suite),
             },
         )
 

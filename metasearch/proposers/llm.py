@@ -70,6 +70,7 @@ class LLMProposer:
         max_output_chars: int = Field(8_000, ge=500)
         step_timeout_s: float = Field(120, gt=0)
         allow_grader_files: bool = False
+        """Show the meta-agent the hidden grader files of the parent's weakest tasks (off: never)."""
         temperature: float = Field(0.7, ge=0, le=2)
 
     def __init__(
@@ -103,6 +104,22 @@ class LLMProposer:
             f"## Earlier attempts in this lineage (own mean score, change)\n"
             f"{lineage_summary(context.lineage, parent, context.lineage_scores, budget // 10)}\n"
             f"## The parent's code\n{code_listing(workspace, budget // 2)}"
+            + self._grader_section(context, budget // 5)
+        )
+
+    def _grader_section(self, context: ProposalContext, budget: int) -> str:
+        """Hidden grader files of the parent's weakest tasks: only when the config explicitly allows it."""
+        files_of = context.extra.get("grader_files")
+        if not self.config.allow_grader_files or not callable(files_of):
+            return ""
+        worst = sorted(context.parent_evaluations, key=lambda ev: ev.score)[:2]
+        parts: list[str] = []
+        for task_id in dict.fromkeys(ev.task_id for ev in worst):
+            for path, text in files_of(task_id).items():
+                parts.append(f"### {task_id}: {path}\n```\n{text}\n```\n")
+        body = truncate("".join(parts), budget, keep="head")
+        return (
+            f"\n## Grader files (shown because proposer.allow_grader_files is set)\n{body}" if parts else ""
         )
 
     def propose(self, parent: Agent, workspace: Path, context: ProposalContext) -> Proposal:

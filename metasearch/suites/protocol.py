@@ -57,3 +57,11 @@ class Suite(Protocol):
     def prepare(self, task_id: str, dest: Path) -> None: ...
 
     def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult: ...
+
+
+def grader_files(suite: object, task_id: str) -> dict[str, str]:
+    """The hidden files that grade ``task_id`` (path -> text), for meta-agents only when a config option
+    explicitly allows it (``proposer.allow_grader_files``). Optional: suites without ``grader_files`` show
+    nothing."""
+    method = getattr(suite, "grader_files", None)
+    return dict(method(task_id)) if callable(method) else {}

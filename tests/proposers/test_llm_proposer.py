@@ -189,3 +189,36 @@ def test_the_tool_loop_edits_the_workspace_in_a_sandbox_session(tmp_path: Path) 
     diff = (Path(child.meta["transcript_path"]).parent / "proposal.diff").read_text()
     assert '-    np.save(task / "output" / "predictions.npy", np.zeros(' in diff
     assert '+    np.save(task / "output" / "predictions.npy", np.ones(' in diff
+
+
+def test_grader_files_reach_the_prompt_only_when_allowed(tmp_path: Path) -> None:
+    import functools
+
+    from metasearch.proposers.base import ProposalContext
+    from metasearch.proposers.llm import LLMProposer
+    from metasearch.sandboxes.local import LocalSandbox
+    from metasearch.suites.code_edit import CodeEditSuite
+    from metasearch.suites.protocol import grader_files
+    from metasearch.types import Agent, Evaluation
+
+    seed = write_seed(tmp_path / "seed")
+    parent = Agent("a00000", None, "0" * 40, "agents/a00000", 0.0)
+    context = ProposalContext(
+        job_id="job-1",
+        study_dir=tmp_path,
+        log_dir=tmp_path,
+        sandbox=LocalSandbox(),
+        suite_description="bugs",
+        parent_evaluations=[
+            Evaluation("e1", parent.id, "code-edit/textstats", 0.2, error="2 of 6 hidden tests pass")
+        ],
+        extra={"grader_files": functools.partial(grader_files, CodeEditSuite())},
+    )
+    hidden_test = "def test_"
+    for allowed in (False, True):
+        proposer = LLMProposer(
+            LLMProposer.Config(allow_grader_files=allowed), study_dir=tmp_path, model=object()
+        )  # type: ignore[arg-type]
+        prompt = proposer.prompt(parent, seed, context)
+        assert ("hidden_tests/" in prompt and hidden_test in prompt) is allowed, allowed
+        assert ("Grader files" in prompt) is allowed

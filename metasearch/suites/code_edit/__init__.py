@@ -111,6 +111,10 @@ class CodeEditSuite:
                     f"code-edit: preparing {task_id}: {' '.join(command)}: {done.stderr}"
                 )
 
+    def grader_files(self, task_id: str) -> dict[str, str]:
+        hidden = REPOS_DIR / _name(task_id) / HIDDEN
+        return {f"{HIDDEN}/{p.relative_to(hidden)}": p.read_text() for p in sorted(hidden.rglob("*.py"))}
+
     def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
         name = _name(task_id)
         artifact_dir.mkdir(parents=True, exist_ok=True)

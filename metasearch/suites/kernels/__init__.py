@@ -115,6 +115,13 @@ class KernelsSuite:
         (dest / "TASK.md").write_text(_statement(name, task_specs()[name]))
         (dest / "output").mkdir(exist_ok=True)
 
+    def grader_files(self, task_id: str) -> dict[str, str]:
+        name = _name(task_id)
+        return {
+            "grader/score.py": (HERE / "score.py").read_text(),
+            "grader/task.toml": (TASKS_DIR / name / "task.toml").read_text(),
+        }
+
     def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
         name = _name(task_id)
         spec = task_specs()[name]

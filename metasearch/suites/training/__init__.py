@@ -103,6 +103,10 @@ class TrainingSuite:
         (dest / "TASK.md").write_text(self._statement(name))
         (dest / "output").mkdir(exist_ok=True)
 
+    def grader_files(self, task_id: str) -> dict[str, str]:
+        _name(task_id)
+        return {f"grader/{n}": (GRADER_DIR / n).read_text() for n in ("grade.py", "data.py")}
+
     def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
         name = _name(task_id)
         artifact_dir.mkdir(parents=True, exist_ok=True)
