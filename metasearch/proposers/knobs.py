@@ -4,7 +4,10 @@ An agent declares tunable knobs in its ``agent.toml`` (float / int / categorical
 expansion the proposer asks an Optuna study (TPE by default) for new values and writes them into the
 child's knobs file. In ``mutate`` mode (the default) a child keeps its parent's values except for one to
 ``mutate_k`` knobs, which always change: a categorical knob takes another choice, a numeric one either
-moves locally (a log-normal or normal step around the parent's value) or jumps anywhere in its range. The
+moves locally (a log-normal or normal step around the parent's value) or jumps anywhere in its range. Which
+knobs change is learned: knobs never tried yet come first (so every knob is tried early), then a knob is
+drawn by Thompson sampling on how often changing it made a child better than its parent (Beta(1 +
+improved, 1 + not improved), children still being evaluated count as tried). The
 full set is enqueued into the Optuna study, so every child is an Optuna trial with its outcome. Children
 stay close to their parents, so lineages mean something to the tree search. (Letting TPE fill in the
 mutated knobs does not work here: every trial so far carries the parent's values, so TPE keeps proposing
@@ -39,6 +42,7 @@ log = logging.getLogger(__name__)
 
 OPTUNA_STUDY = "knobs"
 TRIAL_META = "knobs_trial"
+CHANGED_META = "knobs_changed"
 
 
 def knob_distribution(knob: Knob) -> BaseDistribution:
@@ -98,7 +102,9 @@ class KnobsProposer:
             study = self._optuna()
             self._sync(study, context)
             if self.config.mode == "mutate":
-                mutated = self._mutated_values(current, manifest.knobs.params, distributions, context.job_id)
+                mutated = self._mutated_values(
+                    current, manifest.knobs.params, distributions, context.job_id, _knob_credit(context)
+                )
                 study.enqueue_trial(mutated, skip_if_exists=False)
             trial = study.ask(distributions)
             trial.set_user_attr("job_id", context.job_id)
@@ -111,7 +117,7 @@ class KnobsProposer:
             diff="",  # the runner computes the workspace diff
             summary=summary if changed else "knobs: unchanged",
             rationale=f"Optuna {self.config.sampler} trial {trial.number}",
-            meta={TRIAL_META: trial.number},
+            meta={TRIAL_META: trial.number, CHANGED_META: sorted(changed)},
         )
 
     def _mutated_values(
@@ -120,14 +126,20 @@ class KnobsProposer:
         knobs: dict[str, Knob],
         distributions: dict[str, BaseDistribution],
         job_id: str,
+        credit: dict[str, tuple[int, int]] | None = None,
     ) -> dict[str, Any]:
         """The parent's values with 1..mutate_k knobs changed (a job-seeded RNG, so resumes repeat it)."""
         rng = random.Random(f"{self.config.seed}/{job_id}")
         values = {
             k: current[k] for k, d in distributions.items() if k in current and _contains(d, current[k])
         }
-        names = sorted(distributions)
-        for name in rng.sample(names, rng.randint(1, min(self.config.mutate_k, len(names)))):
+        names = choose_knobs(
+            sorted(distributions),
+            credit or {},
+            rng.randint(1, min(self.config.mutate_k, len(distributions))),
+            rng,
+        )
+        for name in names:
             values[name] = mutate(knobs[name], values.get(name), rng)
         return values
 
@@ -156,6 +168,37 @@ class KnobsProposer:
             got = scores.get(agent.id, [])
             if len(got) >= self.config.min_evaluations:
                 study.tell(trial.number, sum(got) / len(got), skip_if_finished=True)
+
+
+def choose_knobs(
+    names: list[str], credit: dict[str, tuple[int, int]], k: int, rng: random.Random
+) -> list[str]:
+    """``k`` knobs to change: untried ones first, then by Thompson sampling on (tried, improved)."""
+    untried = [n for n in names if credit.get(n, (0, 0))[0] == 0]
+    rng.shuffle(untried)
+    draws = {}
+    for name in names:
+        tried, improved = credit.get(name, (0, 0))
+        draws[name] = rng.betavariate(1 + improved, 1 + max(0, tried - improved))
+    ranked = untried + sorted((n for n in names if n not in untried), key=lambda n: -draws[n])
+    return ranked[:k]
+
+
+def _knob_credit(context: ProposalContext) -> dict[str, tuple[int, int]]:
+    """Per knob: (children that changed it, those that scored above their parent). Children without
+    evaluations yet count as tried, so concurrent expansions spread over different knobs."""
+    means = context.lineage_scores
+    credit: dict[str, list[int]] = {}
+    for agent in context.agents.values():
+        changed = agent.meta.get(CHANGED_META)
+        if not changed or agent.parent_id is None:
+            continue
+        improved = agent.id in means and agent.parent_id in means and means[agent.id] > means[agent.parent_id]
+        for name in changed:
+            tally = credit.setdefault(str(name), [0, 0])
+            tally[0] += 1
+            tally[1] += int(improved)
+    return {k: (v[0], v[1]) for k, v in credit.items()}
 
 
 def mutate(knob: Knob, value: Any, rng: random.Random) -> Any:

@@ -158,3 +158,32 @@ def test_the_storage_opens_in_optuna_dashboard(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_untried_knobs_come_first_then_the_ones_whose_changes_helped() -> None:
+    import random
+
+    from metasearch.proposers.knobs import choose_knobs
+
+    names = ["a", "b", "c", "d"]
+    rng = random.Random(0)
+    first = [choose_knobs(names, {}, 1, rng)[0] for _ in range(200)]
+    assert set(first) == set(names)  # nothing tried: any knob
+    assert choose_knobs(names, {"a": (1, 0), "b": (2, 1), "c": (1, 1)}, 1, rng) == ["d"]  # untried first
+    credit = {"a": (6, 0), "b": (6, 5), "c": (6, 1), "d": (6, 0)}
+    picks = [choose_knobs(names, credit, 1, rng)[0] for _ in range(400)]
+    assert picks.count("b") > 300  # the knob whose changes made children better
+
+
+def test_credit_counts_children_that_beat_their_parent(tmp_path: Path) -> None:
+    from metasearch.proposers.knobs import CHANGED_META, _knob_credit
+
+    agents = {
+        "p": Agent("p", None, "0" * 40, "agents/p", 0.0),
+        "c1": Agent("c1", "p", "1" * 40, "agents/c1", 0.0, meta={CHANGED_META: ["lr"]}),
+        "c2": Agent("c2", "p", "2" * 40, "agents/c2", 0.0, meta={CHANGED_META: ["lr", "opt"]}),
+        "c3": Agent("c3", "p", "3" * 40, "agents/c3", 0.0, meta={CHANGED_META: ["opt"]}),  # not evaluated yet
+    }
+    ctx = _context(tmp_path, "job-9", agents=agents)
+    ctx = ProposalContext(**{**ctx.__dict__, "lineage_scores": {"p": 0.5, "c1": 0.7, "c2": 0.4}})
+    assert _knob_credit(ctx) == {"lr": (2, 1), "opt": (2, 0)}
