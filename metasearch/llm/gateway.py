@@ -239,23 +239,45 @@ class Gateway:
     def _relay(
         self, route: str, request: dict[str, Any], response: httpx.Response, started: float
     ) -> Iterator[bytes]:
-        """Pass the events through as they come; meter and record the call when the stream ends."""
+        """Pass the events through as they come; meter and record the call when the stream ends.
+
+        The call is charged before the final ``[DONE]`` event is passed on, so an agent that has read
+        its whole answer always sees the budget that answer spent (and so does its next call).
+        """
         size = 0
         usage: dict[str, Any] = {}
         text: list[str] = []
         pending = b""
         status = 200
+        charged = False
+
+        def charge() -> None:
+            nonlocal charged
+            charged = True
+            prompt = int(usage.get("prompt_tokens") or 0)
+            completion = int(usage.get("completion_tokens") or 0)
+            if not usage:  # no usage chunk: estimate, so a stream never spends the budget for free
+                prompt, completion = len(json.dumps(request)) // 4, len("".join(text)) // 4 + 1
+            self.meter.charge(self.job_id, prompt, completion)
+            with self._lock:
+                self.calls += 1
+            self._transcript(route, request, status, started, prompt, completion, "".join(text))
+
         try:
             for chunk in response.iter_bytes():
                 size += len(chunk)
                 if size > self.max_response_bytes:
                     status = 502
                     message = f"upstream stream over {self.max_response_bytes} bytes; cut off by the gateway"
+                    charge()
                     yield b"data: " + _error(502, message)[1] + b"\n\n"
                     break
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
+                    if line.strip() == b"data: [DONE]" and not charged:
+                        charge()
+                        continue
                     event = _sse_data(line)
                     if event is not None:
                         usage = event.get("usage") or usage
@@ -265,14 +287,8 @@ class Gateway:
                 yield chunk
         finally:
             response.close()
-            prompt = int(usage.get("prompt_tokens") or 0)
-            completion = int(usage.get("completion_tokens") or 0)
-            if not usage:  # no usage chunk: estimate, so a stream never spends the budget for free
-                prompt, completion = len(json.dumps(request)) // 4, len("".join(text)) // 4 + 1
-            self.meter.charge(self.job_id, prompt, completion)
-            with self._lock:
-                self.calls += 1
-            self._transcript(route, request, status, started, prompt, completion, "".join(text))
+            if not charged:  # the stream broke off, or the agent went away before the end
+                charge()
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
