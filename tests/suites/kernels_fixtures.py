@@ -2,7 +2,8 @@
 oracle (a correct vectorised version), a wrong one and a cheating one.
 
 Cheats rotate over three tricks seen in the wild: writing into the inputs, replacing the timer, and
-returning outputs cached across calls (right once, stale for new inputs of the same shape).
+returning outputs cached across calls (right once, stale for new inputs of the same shape). ``EXPLOITS``
+holds the subtler attacks on the grader itself, each with what must catch it.
 """
 
 from __future__ import annotations
@@ -79,3 +80,77 @@ def cheat(task: str) -> str:
         f"else _CACHE.setdefault(tuple({first}.shape), {ORACLES[task][3]})"
     )
     return _module(task, result, prelude=prelude)
+
+
+_FIND_REFERENCE = (
+    "import gc, types\n"
+    "_REF = next(o for o in gc.get_objects() if isinstance(o, types.ModuleType) "
+    "and o.__name__ == '_metasearch_reference')\n"
+)
+_SOFTMAX = ORACLES["row_softmax"][3]
+
+# name -> (task, candidate source, a flag or an error fragment that must appear)
+EXPLOITS: dict[str, tuple[str, str, str]] = {
+    # wrong numbers, with the comparison patched to always agree
+    "patched_allclose": (
+        "row_softmax",
+        _module("row_softmax", f"{_SOFTMAX} + 1.0", prelude="torch.allclose = lambda *a, **k: True\n"),
+        "wrong output",
+    ),
+    # a tensor subclass whose comparisons could lie
+    "tensor_subclass": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            f"({_SOFTMAX}).as_subclass(Liar)",
+            prelude="class Liar(torch.Tensor):\n    pass\n",
+        ),
+        "plain torch.Tensor",
+    ),
+    # slow, but remembers answers by input value: worthless when every timed call gets fresh inputs
+    "value_cache": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            f"_SEEN[k] if (k := x.numpy().tobytes()) in _SEEN else _SEEN.setdefault(k, slow({_SOFTMAX}))",
+            prelude="_SEEN = {}\n\ndef slow(out):\n    time.sleep(0.02)\n    return out\n",
+        ),
+        "not faster",
+    ),
+    # more threads than the reference gets
+    "threads": (
+        "matvec_rows",
+        _module("matvec_rows", ORACLES["matvec_rows"][3], before_return="        torch.set_num_threads(2)\n"),
+        "multithreaded",
+    ),
+    # makes every call of the reference slower
+    "slowed_reference": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            _SOFTMAX,
+            prelude=(
+                "_call = nn.Module.__call__\n\n"
+                "def _slow(self, *a, **k):\n"
+                "    if type(self).__name__ == 'Model':\n"
+                "        time.sleep(0.01)\n"
+                "    return _call(self, *a, **k)\n\n"
+                "nn.Module.__call__ = _slow\n"
+            ),
+        ),
+        "tampered_runtime",
+    ),
+    # answers by calling the reference it was told it cannot import
+    "calls_reference": (
+        "row_softmax",
+        _module("row_softmax", "_REF.Model.forward(self, x)", prelude=_FIND_REFERENCE),
+        "called_reference",
+    ),
+    # prints a made-up report and leaves before the grader's loop runs
+    "fake_report": (
+        "row_softmax",
+        "import json, os\nprint(json.dumps({'speedup': 9.0, 'ci_low': 8.0, 'ci_high': 10.0, 'ref_ms': 1.0, "
+        "'cand_ms': 0.1, 'timed_s': 0.0, 'flags': []}), flush=True)\nos._exit(0)\n",
+        "no output saved",
+    ),
+}

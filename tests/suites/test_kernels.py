@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from kernels_fixtures import ORACLES, cheat, cheat_kind, oracle, wrong
+from kernels_fixtures import EXPLOITS, ORACLES, cheat, cheat_kind, oracle, wrong
 
 from metasearch.errors import ConfigError
 from metasearch.sandboxes.local import LocalSandbox
@@ -73,6 +73,20 @@ def test_oracle_wrong_and_cheat(task: str, tmp_path: Path) -> None:
     assert cheating.score == 0.0 and EXPECTED_FLAG[cheat_kind(task)] in cheating.flags, cheating
 
 
+@pytest.mark.parametrize("name", sorted(EXPLOITS))
+def test_attacks_on_the_grader_are_caught(name: str, tmp_path: Path) -> None:
+    """Patched comparisons, tensor subclasses, value caches, extra threads, a slowed or called reference and a
+    forged report: none of them earns a speedup, and each is caught by the check named in the fixture."""
+    task, source, caught_by = EXPLOITS[name]
+    result = grade(KernelsSuite(KernelsSuite.Config(reps=9)), task, source, tmp_path)
+    if caught_by == "not faster":  # correct and honest about it, but the cache no longer pays
+        assert result.metrics["correct"] == 1.0 and result.metrics["fast_1"] == 0.0, result
+        assert result.score <= 0.1 and result.metrics["speedup"] < 1.0, result
+        return
+    assert result.score == 0.0, result
+    assert caught_by in result.flags or caught_by in (result.error or ""), result
+
+
 def test_every_cheat_kind_is_exercised() -> None:
     assert {cheat_kind(t) for t in CPU_TASKS} == set(EXPECTED_FLAG)
 
@@ -109,9 +123,10 @@ def test_aggregate_divides_by_all_tasks() -> None:
         "b": TaskResult(0.1, {"correct": 1.0, "speedup": 1.0, "fast_0": 1.0, "fast_1": 0.0, "fast_2": 0.0}),
         "c": TaskResult(0.0, {"correct": 0.0}, error="wrong"),
         "d": TaskResult(0.0, {"correct": 0.0}, flags=("tampered_timer",), error="rejected"),
+        "e": TaskResult(0.0, {"correct": 1.0, "speedup": 50.0}, flags=("multithreaded",), error="rejected"),
     }
     metrics = aggregate(results)
-    assert metrics["fast_0"] == 0.5 and metrics["fast_1"] == 0.25 and metrics["fast_2"] == 0.25
+    assert metrics["fast_0"] == 0.4 and metrics["fast_1"] == 0.2 and metrics["fast_2"] == 0.2
     assert metrics["geomean_speedup"] == pytest.approx(2.0)
 
 

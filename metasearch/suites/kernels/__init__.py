@@ -12,7 +12,7 @@ Subsets: ``cpu`` (8 tasks whose naive reference leaves at least 5x headroom on o
 ``add_control`` task, which is already optimal and must not count as faster), ``smoke``, ``control``,
 ``gpu`` (tasks that need CUDA; listed only where a CUDA probe succeeds, unless asked for by name) and
 ``all``. Suite metrics (``aggregate``): fast_0, fast_1, fast_2 over all tasks, and the geometric-mean speedup
-of the correct ones.
+of the correct, unflagged ones.
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ DESCRIPTION = (
     "`class Model(nn.Module)` with `get_inputs()` and `get_init_inputs()`. Write output/solution.py with "
     "`class ModelNew(nn.Module)`: same constructor arguments and forward signature, the same outputs within "
     "the tolerances in task.toml, and as fast as possible. Graded on inputs drawn from secret seeds, on several "
-    "shapes, timed against the reference (single-threaded on CPU); writing into inputs, caching outputs across "
-    "calls or touching timers scores 0. Do not import reference.py: it is not importable at grading time."
+    "shapes, timed against the reference (single-threaded on CPU) on fresh inputs each call; writing into "
+    "inputs, caching outputs across calls, touching timers or PyTorch's functions, calling the reference or "
+    "using more threads scores 0. Do not import reference.py: it is not importable at grading time."
 )
 
 
@@ -141,7 +142,9 @@ def aggregate(results: Mapping[str, TaskResult]) -> dict[str, float]:
     """Suite metrics over *all* tasks graded (a task that failed counts as not fast)."""
     n = len(results) or 1
     speedups = [
-        r.metrics["speedup"] for r in results.values() if r.metrics.get("correct") and "speedup" in r.metrics
+        r.metrics["speedup"]
+        for r in results.values()
+        if r.metrics.get("correct") and "speedup" in r.metrics and not r.flags  # flagged numbers are suspect
     ]
     return {
         "fast_0": sum(r.metrics.get("fast_0", 0.0) for r in results.values()) / n,

@@ -4,44 +4,81 @@ Runs inside a fresh grading sandbox (standard library, NumPy and PyTorch only)::
 
     python3 score.py --task-dir TASK --candidate solution.py [--device cpu|cuda] [--reps 15]
 
-prints one JSON line: ``{"score", "metrics", "flags", "error"}``. The work is split in two processes. This
-one (the judge) draws the secret seeds, starts a fresh worker process that imports the candidate, sends
-it the seeds only after the import, and checks the worker's claims against its own clock. The worker:
+prints one JSON line: ``{"score", "metrics", "flags", "error"}``. The work is split in two processes, and
+nothing the candidate's process says about correctness is taken on trust.
 
-1. records the identity of every timer it uses, then imports the reference (under a private name, from
-   a path the candidate cannot import) and the candidate;
-2. checks correctness on every shape set (the module's default sizes and those in ``task.toml``), with
-   inputs drawn from the secret seed, parameters initialised identically for both models, and the inputs
-   compared against a pristine copy after each call (a candidate that writes into its inputs is flagged);
-3. times the default shape: warm-up, then repetitions alternating reference and candidate in random order
-   (single-threaded on CPU; CUDA events and a device synchronisation on GPU), speedup = ratio of medians,
-   with a 95% bootstrap confidence interval over the per-repetition ratios;
-4. checks correctness again after timing with a new seed (catches outputs cached across calls);
-5. checks that the timers are still the ones it recorded.
+The judge (this process, which never loads the candidate) draws the secret seeds, computes the reference's
+outputs for them itself, starts a fresh worker process that imports the candidate, sends it the seeds only
+after the import, and then:
 
-Score: 0 unless correct and untampered; 0.1 for correct but not measurably faster (the CI includes 1);
-faster: 0.1 + 0.9 * min(1, log(speedup) / log(10)). A speedup above the task's ceiling is flagged
-``speedup_above_ceiling`` and scored as if it were 1: such numbers come from evaluation bugs more often
-than from kernels.
+- compares the outputs the worker saved (plain ``.npy`` arrays) with its own, in its own process, so a
+  candidate that patches ``torch.allclose``, returns a tensor subclass or fakes a report line gains nothing;
+- checks the worker's timings against its own clock (a worker that claims more time than it lived lies)
+  and against its own timing of the reference (a reference that ran far slower or faster in the worker's
+  process than here was tampered with there).
+
+The worker:
+
+1. records the identity of every timer and of every function in the namespaces grading relies on (torch,
+   ``torch.Tensor``, ``nn.Module``, ``torch.nn.functional``, NumPy, the standard library it uses, the
+   reference module and class), counts calls of the reference's ``forward``, then imports the reference
+   (under a private name it removes from ``sys.modules``) and the candidate;
+2. runs the candidate on every shape set (the module's default sizes and those in ``task.toml``), with
+   inputs drawn from the secret seeds and parameters initialised as the judge's, and compares the inputs
+   against a pristine copy after each call (a candidate that writes into its inputs is flagged);
+3. times the default shape: warm-up, then repetitions alternating reference and candidate in a balanced
+   order (ABBA), each repetition on fresh inputs from a secret seed (so caching outputs keyed on input
+   values is worthless), single-threaded on CPU (process CPU time must not exceed wall time), with CUDA
+   events and the wall time between device synchronisations on GPU (the larger counts, so work left on a
+   side stream is not free); speedup = ratio of medians, with a 95% bootstrap CI over per-repetition ratios;
+4. runs the candidate again after timing with a new seed (catches outputs cached across calls);
+5. checks that the timers and the recorded namespaces are unchanged and that the candidate never called
+   the reference.
+
+Score: 0 unless correct and no disqualifying flag is raised; 0.1 for correct but not measurably faster
+(the CI's lower end is at most ``MIN_GAIN``); faster: 0.1 + 0.9 * min(1, log(speedup) / log(10)). A speedup
+above the task's ceiling is flagged ``speedup_above_ceiling`` and scored as if it were 1: such numbers come
+from evaluation bugs more often than from kernels.
+
+What remains trusted: the worker's own per-call timings of the candidate. A candidate that takes over its
+worker process entirely (replaces the grading loop and forges a report with a plausible reference time)
+is not caught by the checks above; the ceiling and the reference cross-check bound what it can claim.
 """
 
 from __future__ import annotations
 
 import argparse
+import builtins
 import importlib.util
+import inspect
 import json
 import math
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from pathlib import Path
 from typing import Any
 
 FULL_CREDIT_SPEEDUP = 10.0
+MIN_GAIN = 1.05  # the CI's lower end must clear this to count as faster: timing noise is not a speedup
+REFERENCE_AGREEMENT = (
+    3.0  # the worker's reference median must be within this factor of the judge's (noise is ~1.5x)
+)
+MIN_TIMED_S = 0.05  # at least this much reference time is measured (more repetitions for fast kernels)
+MAX_REPS = 100
+# A fixed malloc threshold: without it, glibc's adaptive one makes the same allocation cost a page fault in
+# some runs and not in others, and sub-millisecond timings vary several-fold between processes.
+MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
+DISQUALIFYING = (
+    "modified_inputs", "tampered_timer", "timer_inconsistent", "tampered_runtime", "called_reference",
+    "multithreaded", "reference_time_inconsistent", "stale_output",
+)  # fmt: skip
 
 
 def load_task(task_dir: Path) -> dict[str, Any]:
@@ -51,186 +88,58 @@ def load_task(task_dir: Path) -> dict[str, Any]:
 
 
 def score_from(correct: bool, speedup: float, ci_low: float, flags: list[str]) -> float:
-    if not correct or any(f in flags for f in ("modified_inputs", "tampered_timer", "timer_inconsistent")):
+    if not correct or any(f in flags for f in DISQUALIFYING):
         return 0.0
-    if "speedup_above_ceiling" in flags or ci_low <= 1.0:
+    if "speedup_above_ceiling" in flags or ci_low <= MIN_GAIN:
         return 0.1
     return 0.1 + 0.9 * min(1.0, math.log(speedup) / math.log(FULL_CREDIT_SPEEDUP))
 
 
-# -- the judge -------------------------------------------------------------------------------------
+# -- shared by both processes ---------------------------------------------------------------------
 
 
-def judge(args: argparse.Namespace) -> dict[str, Any]:
-    task = load_task(Path(args.task_dir))
-    seeds = [int.from_bytes(os.urandom(4), "big") for _ in range(2)]
-    command = [sys.executable, "-I", __file__, "--worker", "--task-dir", args.task_dir,
-               "--candidate", args.candidate, "--device", args.device, "--reps", str(args.reps),
-               "--warmup", str(args.warmup)]  # fmt: skip
-    started = time.perf_counter()
-    try:
-        done = subprocess.run(
-            command,
-            input=json.dumps({"seeds": seeds}),
-            capture_output=True,
-            text=True,
-            timeout=args.timeout,
-        )
-    except subprocess.TimeoutExpired:
-        return _failed(f"grading timed out after {args.timeout:g} s (candidate too slow or hung)")
-    wall = time.perf_counter() - started
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        return _failed(f"candidate crashed: {(done.stderr or done.stdout)[-800:]}")
-    try:
-        report = json.loads(lines[-1])
-    except ValueError:
-        return _failed("worker output unreadable")
-    if report.get("error"):
-        return {"score": 0.0, "metrics": {"correct": 0.0}, "flags": report.get("flags", []),
-                "error": report["error"]}  # fmt: skip
-    flags = list(report["flags"])
-    if report["timed_s"] > wall * 1.05 + 0.05:  # the worker claims more time than it lived: its clock lies
-        flags.append("timer_inconsistent")
-    speedup, lo, hi = report["speedup"], report["ci_low"], report["ci_high"]
-    if speedup > float(task.get("ceiling", 1000.0)):
-        flags.append("speedup_above_ceiling")
-    correct = bool(report["correct"])
-    score = score_from(correct, speedup, lo, flags)
-    faster = correct and score > 0.1
-    metrics = {
-        "correct": float(correct),
-        "speedup": speedup,
-        "ci_low": lo,
-        "ci_high": hi,
-        "ref_ms": report["ref_ms"],
-        "cand_ms": report["cand_ms"],
-        "fast_0": float(correct and not flags),
-        "fast_1": float(faster and speedup > 1.0),
-        "fast_2": float(faster and speedup > 2.0 and lo > 1.0),
-    }
-    error = None if score > 0 else f"rejected: {', '.join(flags) or 'incorrect'}"
-    return {"score": score, "metrics": metrics, "flags": flags, "error": error}
-
-
-def _failed(reason: str) -> dict[str, Any]:
-    return {"score": 0.0, "metrics": {"correct": 0.0}, "flags": [], "error": reason}
-
-
-# -- the worker ------------------------------------------------------------------------------------
-
-
-def worker(args: argparse.Namespace) -> dict[str, Any]:
-    import numpy as np  # noqa: F401  (imported before the candidate, like torch)
+def build(
+    reference: Any, model_cls: Any, device: Any, seed: int, shape: dict[str, Any]
+) -> tuple[Any, list[Any]]:
+    """A model of ``model_cls`` and the inputs for one secret seed and shape set, as the judge builds them."""
     import torch
 
-    timers = {
-        "time.perf_counter": time.perf_counter,
-        "time.perf_counter_ns": time.perf_counter_ns,
-        "torch.cuda.synchronize": torch.cuda.synchronize,
-        "torch.cuda.Event": torch.cuda.Event,
-        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
-    }
-    perf_counter = time.perf_counter
-    device = torch.device(args.device)
-    if device.type == "cpu":
-        torch.set_num_threads(1)
-    task_dir = Path(args.task_dir)
-    task = load_task(task_dir)
-    reference = _import("_metasearch_reference", task_dir / "reference.py")
+    inputs = make_inputs(reference, device, seed, shape)
+    defaults = {k: getattr(reference, k) for k in shape}
+    for k, v in shape.items():
+        setattr(reference, k, v)
     try:
-        candidate = _import("solution", Path(args.candidate))
-        model_new = candidate.ModelNew
-    except Exception as exc:
-        return {
-            "error": f"cannot import ModelNew from the candidate: {type(exc).__name__}: {exc}",
-            "flags": [],
-        }
-    seeds = json.loads(sys.stdin.read())["seeds"]  # only now: the candidate never saw them at import
-    flags: list[str] = []
-
-    def tampered() -> bool:
-        now = {
-            "time.perf_counter": time.perf_counter,
-            "time.perf_counter_ns": time.perf_counter_ns,
-            "torch.cuda.synchronize": torch.cuda.synchronize,
-            "torch.cuda.Event": torch.cuda.Event,
-            "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
-        }
-        return any(now[k] is not v for k, v in timers.items())
-
-    def build(seed: int, shape: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
-        defaults = {k: getattr(reference, k) for k in shape}
-        for k, v in shape.items():
+        init = reference.get_init_inputs()
+    finally:
+        for k, v in defaults.items():
             setattr(reference, k, v)
-        try:
-            torch.manual_seed(seed)
-            inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in reference.get_inputs()]
-            init = reference.get_init_inputs()
-        finally:
-            for k, v in defaults.items():
-                setattr(reference, k, v)
-        torch.manual_seed(seed + 1)
-        ref = reference.Model(*init).to(device).eval()
-        torch.manual_seed(seed + 1)
-        cand = model_new(*init).to(device).eval()
-        return ref, cand, inputs
+    torch.manual_seed(seed + 1)
+    return model_cls(*init).to(device).eval(), inputs
 
-    def check(seed: int, shape: dict[str, Any]) -> str | None:
-        ref, cand, inputs = build(seed, shape)
-        pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-        with torch.no_grad():
-            expected = ref(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
-            got = cand(*inputs)
-        _sync(device)
-        if any(
-            isinstance(x, torch.Tensor) and not torch.equal(x, p)
-            for x, p in zip(inputs, pristine, strict=True)
-        ):
-            flags.append("modified_inputs")
-            return "the candidate wrote into its inputs"
-        if not isinstance(got, torch.Tensor):
-            return f"ModelNew returned {type(got).__name__}, not a tensor"
-        if got.shape != expected.shape or got.dtype != expected.dtype:
-            return f"output {tuple(got.shape)} {got.dtype} differs from the reference's {tuple(expected.shape)} {expected.dtype}"
-        if any(got is x for x in inputs):
-            return "the candidate returned one of its inputs"
-        if not torch.allclose(got, expected, atol=float(task["atol"]), rtol=float(task["rtol"])):
-            worst = (got - expected).abs().max().item()
-            return f"wrong output (max abs difference {worst:.3g}, atol {task['atol']}, rtol {task['rtol']})"
-        return None
 
-    shapes = [{}, *task["shapes"]]
+def make_inputs(reference: Any, device: Any, seed: int, shape: dict[str, Any]) -> list[Any]:
+    import torch
+
+    defaults = {k: getattr(reference, k) for k in shape}
+    for k, v in shape.items():
+        setattr(reference, k, v)
     try:
-        for i, shape in enumerate(shapes):
-            problem = check(seeds[0] + 1000 * i, shape)
-            if problem:
-                return {"error": f"incorrect on shape set {shape or 'default'}: {problem}", "flags": flags}
-        ref, cand, inputs = build(seeds[0], {})
-        ref_times, cand_times, timed = _time(device, ref, cand, inputs, args.reps, args.warmup, perf_counter)
-        problem = check(seeds[1], {})  # a new seed after timing: outputs cached across calls fail here
-        if problem:
-            return {
-                "error": f"incorrect after timing, with a new seed: {problem}",
-                "flags": [*flags, "stale_output"],
-            }
-    except Exception as exc:
-        return {"error": f"candidate raised {type(exc).__name__}: {exc}", "flags": flags}
-    if tampered():
-        flags.append("tampered_timer")
-    ratios = [r / c for r, c in zip(ref_times, cand_times, strict=True) if c > 0]
-    speedup = statistics.median(ref_times) / max(statistics.median(cand_times), 1e-12)
-    lo, hi = _bootstrap(ratios)
-    return {
-        "correct": True,
-        "speedup": speedup,
-        "ci_low": lo,
-        "ci_high": hi,
-        "ref_ms": statistics.median(ref_times) * 1000,
-        "cand_ms": statistics.median(cand_times) * 1000,
-        "timed_s": timed,
-        "flags": flags,
-    }
+        torch.manual_seed(seed)
+        return [x.to(device) if isinstance(x, torch.Tensor) else x for x in reference.get_inputs()]
+    finally:
+        for k, v in defaults.items():
+            setattr(reference, k, v)
+
+
+def _clone(inputs: list[Any]) -> list[Any]:
+    return [x.clone() if hasattr(x, "clone") else x for x in inputs]
+
+
+def _sync(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def _import(name: str, path: Path) -> Any:
@@ -243,52 +152,355 @@ def _import(name: str, path: Path) -> Any:
     return module
 
 
-def _sync(device: Any) -> bool:
+# -- the judge -------------------------------------------------------------------------------------
+
+
+def judge(args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
     import torch
 
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        return True
-    return False
+    task_dir = Path(args.task_dir)
+    task = load_task(task_dir)
+    device = torch.device(args.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    reference = _import("_metasearch_reference", task_dir / "reference.py")
+    shapes = [{}, *task["shapes"]]
+    secret = [int.from_bytes(os.urandom(4), "big") // 4 for _ in range(3)]
+    checks = [(secret[0] + 1000 * i, shape) for i, shape in enumerate(shapes)]
+    checks.append((secret[2], {}))  # the recheck after timing, with a new seed
+    expected = []
+    with torch.no_grad():
+        for seed, shape in checks:
+            model, inputs = build(reference, reference.Model, device, seed, shape)
+            expected.append(_as_array(model(*inputs)))
+    with tempfile.TemporaryDirectory(prefix="kernels-") as out_dir:
+        os.chmod(out_dir, 0o777)  # the worker may run as another user in some sandboxes
+        payload = {"checks": checks, "timing_seed": secret[1], "out_dir": out_dir}
+        command = [sys.executable, "-I", __file__, "--worker", "--task-dir", args.task_dir,
+                   "--candidate", args.candidate, "--device", args.device, "--reps", str(args.reps),
+                   "--warmup", str(args.warmup)]  # fmt: skip
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(
+                command, input=json.dumps(payload), capture_output=True, text=True, timeout=args.timeout
+            )
+        except subprocess.TimeoutExpired:
+            return _failed(f"grading timed out after {args.timeout:g} s (candidate too slow or hung)")
+        wall = time.perf_counter() - started
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode != 0 or not lines:
+            return _failed(f"candidate crashed: {(done.stderr or done.stdout)[-800:]}")
+        try:
+            report = json.loads(lines[-1])
+        except ValueError:
+            return _failed("worker output unreadable")
+        if report.get("error"):
+            return {"score": 0.0, "metrics": {"correct": 0.0}, "flags": list(report.get("flags", [])),
+                    "error": report["error"]}  # fmt: skip
+        flags = list(report["flags"])
+        for i, ((_, shape), want) in enumerate(zip(checks, expected, strict=True)):
+            problem = _compare(Path(out_dir) / f"check-{i}.npy", want, task, np)
+            if problem and i == len(checks) - 1:
+                return {"score": 0.0, "metrics": {"correct": 0.0}, "flags": [*flags, "stale_output"],
+                        "error": f"incorrect after timing, with a new seed: {problem}"}  # fmt: skip
+            if problem:
+                return {"score": 0.0, "metrics": {"correct": 0.0}, "flags": flags,
+                        "error": f"incorrect on shape set {shape or 'default'}: {problem}"}  # fmt: skip
+    if report["timed_s"] > wall * 1.05 + 0.05:  # the worker claims more time than it lived: its clock lies
+        flags.append("timer_inconsistent")
+    own_ref = _time_reference(reference, device, secret[1], max(9, args.reps), max(3, args.warmup))
+    agreement = report["ref_ms"] / 1000 / max(own_ref, 1e-9)
+    if not 1 / REFERENCE_AGREEMENT <= agreement <= REFERENCE_AGREEMENT:
+        flags.append("reference_time_inconsistent")
+    speedup, lo, hi = report["speedup"], report["ci_low"], report["ci_high"]
+    if speedup > float(task.get("ceiling", 1000.0)):
+        flags.append("speedup_above_ceiling")
+    score = score_from(True, speedup, lo, flags)
+    faster = score > 0.1
+    metrics = {
+        "correct": 1.0,
+        "speedup": speedup,
+        "ci_low": lo,
+        "ci_high": hi,
+        "ref_ms": report["ref_ms"],
+        "cand_ms": report["cand_ms"],
+        "judge_ref_ms": own_ref * 1000,
+        "fast_0": float(not flags),
+        "fast_1": float(faster and speedup > 1.0),
+        "fast_2": float(faster and speedup > 2.0),
+    }
+    error = None if score > 0 else f"rejected: {', '.join(flags)}"
+    return {"score": score, "metrics": metrics, "flags": flags, "error": error}
+
+
+def _as_array(output: Any) -> Any:
+    import torch
+
+    if type(output) is not torch.Tensor:
+        raise TypeError(f"ModelNew returned {type(output).__name__}, not a plain torch.Tensor")
+    output = output.detach().cpu()
+    if output.dtype in (torch.bfloat16, torch.float16):
+        output = output.float()
+    return output.numpy()
+
+
+def _compare(path: Path, want: Any, task: dict[str, Any], np: Any) -> str | None:
+    try:
+        got = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        return f"no output saved ({type(exc).__name__})"
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return f"output {got.shape} {got.dtype} differs from the reference's {want.shape} {want.dtype}"
+    atol, rtol = float(task["atol"]), float(task["rtol"])
+    if not np.allclose(got, want, atol=atol, rtol=rtol):
+        worst = float(np.nanmax(np.abs(got.astype(np.float64) - want))) if got.size else 0.0
+        return f"wrong output (max abs difference {worst:.3g}, atol {atol:g}, rtol {rtol:g})"
+    return None
+
+
+def _time_reference(reference: Any, device: Any, seed: int, reps: int, warmup: int) -> float:
+    """The judge's own median time of the reference, timed as the worker times it (against itself)."""
+    import torch
+
+    first, _ = build(reference, reference.Model, device, seed, {})
+    second, _ = build(reference, reference.Model, device, seed, {})
+
+    def run(model: Any, inputs: list[Any]) -> Any:
+        with torch.no_grad():
+            return model(*inputs)
+
+    times, _, _ = _time(device, reference, first, second, run, seed, reps, warmup, time.perf_counter)
+    return statistics.median(times)
+
+
+def _failed(reason: str) -> dict[str, Any]:
+    return {"score": 0.0, "metrics": {"correct": 0.0}, "flags": [], "error": reason}
+
+
+# -- the worker ------------------------------------------------------------------------------------
+
+
+class Guard:
+    """What grading relies on, as found before the candidate was imported; ``changed()`` names what moved."""
+
+    def __init__(self, spaces: dict[str, Any], allowed_code_dir: str) -> None:
+        self.spaces = spaces
+        self.allowed_code_dir = allowed_code_dir
+        self.before = {name: dict(self._callables(space)) for name, space in spaces.items()}
+
+    @staticmethod
+    def _callables(space: Any) -> Any:
+        for key in dir(space):
+            value = inspect.getattr_static(space, key, None)
+            if callable(value) or isinstance(value, (staticmethod, classmethod, property)):
+                yield key, value
+
+    def changed(self) -> list[str]:
+        moved = []
+        for name, space in self.spaces.items():
+            for key, value in self.before[name].items():
+                new = inspect.getattr_static(space, key, None)
+                if new is value or self._library_wrapper(new, value):
+                    continue
+                moved.append(f"{name}.{key}")
+        return moved
+
+    def _library_wrapper(self, new: Any, old: Any) -> bool:
+        """PyTorch itself wraps a few functions when parts of it load (``torch.compile`` wraps manual_seed)."""
+        code = getattr(new, "__code__", None)
+        return (
+            getattr(new, "__wrapped__", None) is old
+            and code is not None
+            and code.co_filename.startswith(self.allowed_code_dir)
+        )
+
+
+def worker(args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
+    import torch
+
+    perf_counter, process_time = time.perf_counter, _cpu_seconds
+    timers = _timers(torch)
+    device = torch.device(args.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    task_dir = Path(args.task_dir)
+    reference = _import("_metasearch_reference", task_dir / "reference.py")
+    del sys.modules["_metasearch_reference"]  # not reachable by name from the candidate
+    reference_calls = [0]
+    reference_forward = reference.Model.forward
+
+    def counted(self: Any, *a: Any, **k: Any) -> Any:
+        reference_calls[0] += 1
+        return reference_forward(self, *a, **k)
+
+    reference.Model.forward = counted
+    guard = Guard(
+        {
+            "builtins": builtins,
+            "time": time,
+            "os": os,
+            "json": json,
+            "math": math,
+            "random": random,
+            "statistics": statistics,
+            "numpy": np,
+            "torch": torch,
+            "torch.Tensor": torch.Tensor,
+            "torch.nn.Module": torch.nn.Module,
+            "torch.nn.functional": torch.nn.functional,
+            "torch.cuda": torch.cuda,
+            "torch._C._VariableFunctions": torch._C._VariableFunctions,
+            "torch._C._nn": torch._C._nn,
+            "reference": reference,
+            "reference.Model": reference.Model,
+        },
+        allowed_code_dir=str(Path(torch.__file__).parent),
+    )
+    try:
+        candidate = _import("solution", Path(args.candidate))
+        model_new = candidate.ModelNew
+    except Exception as exc:
+        return {
+            "error": f"cannot import ModelNew from the candidate: {type(exc).__name__}: {exc}",
+            "flags": [],
+        }
+    payload = json.loads(sys.stdin.read())  # only now: the candidate never saw the seeds at import
+    out_dir = Path(payload["out_dir"])
+    flags: list[str] = []
+
+    def flag(name: str) -> None:
+        if name not in flags:
+            flags.append(name)
+
+    def run_candidate(model: Any, inputs: list[Any]) -> Any:
+        before = reference_calls[0]
+        with torch.no_grad():
+            out = model(*inputs)
+        _sync(device)
+        if reference_calls[0] != before:
+            flag("called_reference")
+        if device.type == "cpu" and torch.get_num_threads() != 1:
+            flag("multithreaded")
+            torch.set_num_threads(1)
+        return out
+
+    def check(index: int, seed: int, shape: dict[str, Any]) -> str | None:
+        model, inputs = build(reference, model_new, device, seed, shape)
+        pristine = _clone(inputs)
+        got = run_candidate(model, inputs)
+        if any(
+            isinstance(x, torch.Tensor) and not torch.equal(x, p)
+            for x, p in zip(inputs, pristine, strict=True)
+        ):
+            flag("modified_inputs")
+            return "the candidate wrote into its inputs"
+        if any(got is x for x in inputs):
+            return "the candidate returned one of its inputs"
+        np.save(out_dir / f"check-{index}.npy", _as_array(got), allow_pickle=False)
+        return None
+
+    checks = payload["checks"]
+    try:
+        for i, (seed, shape) in enumerate(checks[:-1]):
+            problem = check(i, seed, shape)
+            if problem:
+                return {"error": f"incorrect on shape set {shape or 'default'}: {problem}", "flags": flags}
+        timing_seed = payload["timing_seed"]
+        ref, _ = build(reference, reference.Model, device, timing_seed, {})
+        cand, _ = build(reference, model_new, device, timing_seed, {})
+        wall0, cpu0 = perf_counter(), process_time()
+        ref_times, cand_times, timed = _time(
+            device, reference, ref, cand, run_candidate, timing_seed, args.reps, args.warmup, perf_counter
+        )
+        wall, cpu = perf_counter() - wall0, process_time() - cpu0
+        if device.type == "cpu" and cpu > wall * 1.25 + 0.05:  # another core did part of the work
+            flag("multithreaded")
+        problem = check(len(checks) - 1, *checks[-1])  # a new seed after timing
+        if problem:
+            return {"error": f"incorrect after timing, with a new seed: {problem}", "flags": flags}
+    except Exception as exc:
+        return {"error": f"candidate raised {type(exc).__name__}: {exc}", "flags": flags}
+    if any(now is not then for now, then in zip(_timers(torch), timers, strict=True)):
+        flag("tampered_timer")
+    if guard.changed():
+        flag("tampered_runtime")
+    ratios = [r / c for r, c in zip(ref_times, cand_times, strict=True) if c > 0]
+    lo, hi = _bootstrap(ratios)
+    return {
+        "speedup": statistics.median(ref_times) / max(statistics.median(cand_times), 1e-12),
+        "ci_low": lo,
+        "ci_high": hi,
+        "ref_ms": statistics.median(ref_times) * 1000,
+        "cand_ms": statistics.median(cand_times) * 1000,
+        "timed_s": timed,
+        "changed": guard.changed(),
+        "flags": flags,
+    }
+
+
+def _timers(torch: Any) -> tuple[Any, ...]:
+    return (time.perf_counter, time.perf_counter_ns, time.process_time, torch.cuda.synchronize,
+            torch.cuda.Event, torch.cuda.Event.elapsed_time, torch.cuda.Event.record)  # fmt: skip
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its children: work moved to a subprocess is counted too."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _time(
-    device: Any, ref: Any, cand: Any, inputs: list[Any], reps: int, warmup: int, clock: Any
-) -> tuple[list[float], list[float], float]:
-    """Per-repetition seconds of each model, interleaved in random order; and the total time measured."""
+    device: Any, reference: Any, ref: Any, cand: Any, run_candidate: Any, seed: int, reps: int, warmup: int,
+    clock: Any,
+) -> tuple[list[float], list[float], float]:  # fmt: skip
+    """Per-repetition seconds of each model, in ABBA order on fresh inputs; and the total time measured."""
     import torch
 
-    rng = random.Random(0)
     ref_times: list[float] = []
     cand_times: list[float] = []
 
-    def once(model: Any) -> float:
-        args = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+    def once(model: Any, inputs: list[Any]) -> float:
+        args = _clone(inputs)
+        _sync(device)
         if device.type == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
+            t0 = clock()
             start.record()
-            with torch.no_grad():
-                model(*args)
+            run_model(model, args)
             end.record()
             torch.cuda.synchronize()
-            return float(start.elapsed_time(end)) / 1000
+            return max(float(start.elapsed_time(end)) / 1000, float(clock() - t0))
         t0 = clock()
-        with torch.no_grad():
-            model(*args)
+        run_model(model, args)
         return float(clock() - t0)
 
-    for _ in range(warmup):
-        once(ref)
-        once(cand)
+    def run_model(model: Any, args: list[Any]) -> None:
+        if model is cand:
+            run_candidate(model, args)
+        else:
+            with torch.no_grad():
+                model(*args)
+
     total = 0.0
-    for _ in range(reps):
-        pair = [(ref, ref_times), (cand, cand_times)]
-        rng.shuffle(pair)
-        for model, sink in pair:
-            seconds = once(model)
-            sink.append(seconds)
-            total += seconds
+    rep = 0
+    warm: list[float] = []
+    while rep < warmup + reps:
+        inputs = make_inputs(reference, device, seed + 1 + rep, {})
+        order = [(ref, ref_times), (cand, cand_times)]
+        if rep % 2:
+            order.reverse()
+        for model, sink in order:
+            seconds = once(model, inputs)
+            if rep >= warmup:
+                sink.append(seconds)
+                total += seconds
+            elif model is ref:
+                warm.append(seconds)
+        rep += 1
+        if rep == warmup and warm:  # fast kernels get more repetitions: sub-millisecond calls are noisy
+            reps = min(MAX_REPS, max(reps, math.ceil(MIN_TIMED_S / max(min(warm), 1e-6))))
     return ref_times, cand_times, total
 
 
@@ -315,10 +527,17 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         print(json.dumps(worker(args)), flush=True)
         return
+    if os.environ.get("GLIBC_TUNABLES") != MALLOC_TUNABLES:  # the worker inherits it
+        env = {**os.environ, "GLIBC_TUNABLES": MALLOC_TUNABLES}
+        os.execve(sys.executable, [sys.executable, __file__, *(sys.argv[1:] if argv is None else argv)], env)
     if not Path(args.candidate).is_file():
         print(json.dumps(_failed(f"no artifact: {Path(args.candidate).name} was not written")), flush=True)
         return
-    print(json.dumps(judge(args)), flush=True)
+    try:
+        result = judge(args)
+    except Exception as exc:  # the reference itself failed here: a task bug, reported as such
+        result = _failed(f"grader error: {type(exc).__name__}: {exc}")
+    print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
