@@ -150,7 +150,7 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
     "fake_report": (
         "row_softmax",
         "import json, os\nprint(json.dumps({'speedup': 9.0, 'ci_low': 8.0, 'ci_high': 10.0, 'ref_ms': 1.0, "
-        "'cand_ms': 0.1, 'timed_s': 0.0, 'flags': []}), flush=True)\nos._exit(0)\n",
+        "'cand_ms': 0.1, 'timed_s': 0.0, 'flags': [], 'changed': []}), flush=True)\nos._exit(0)\n",
         "no output saved",
     ),
 }

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import builtins
+import contextlib
 import importlib.util
 import inspect
 import json
@@ -62,14 +63,13 @@ import sys
 import tempfile
 import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 FULL_CREDIT_SPEEDUP = 10.0
 MIN_GAIN = 1.05  # the CI's lower end must clear this to count as faster: timing noise is not a speedup
-REFERENCE_AGREEMENT = (
-    3.0  # the worker's reference median must be within this factor of the judge's (noise is ~1.5x)
-)
+REFERENCE_AGREEMENT = 3.0  # the worker's reference median vs the judge's: a wider gap is tampering
 MIN_TIMED_S = 0.05  # at least this much reference time is measured (more repetitions for fast kernels)
 MAX_REPS = 100
 # A fixed malloc threshold: without it, glibc's adaptive one makes the same allocation cost a page fault in
@@ -98,6 +98,19 @@ def score_from(correct: bool, speedup: float, ci_low: float, flags: list[str]) -
 # -- shared by both processes ---------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def sized(reference: Any, shape: dict[str, Any]) -> Iterator[None]:
+    """The reference module with its module-level sizes set to one shape set, restored afterwards."""
+    defaults = {k: getattr(reference, k) for k in shape}
+    for k, v in shape.items():
+        setattr(reference, k, v)
+    try:
+        yield
+    finally:
+        for k, v in defaults.items():
+            setattr(reference, k, v)
+
+
 def build(
     reference: Any, model_cls: Any, device: Any, seed: int, shape: dict[str, Any]
 ) -> tuple[Any, list[Any]]:
@@ -105,14 +118,8 @@ def build(
     import torch
 
     inputs = make_inputs(reference, device, seed, shape)
-    defaults = {k: getattr(reference, k) for k in shape}
-    for k, v in shape.items():
-        setattr(reference, k, v)
-    try:
+    with sized(reference, shape):
         init = reference.get_init_inputs()
-    finally:
-        for k, v in defaults.items():
-            setattr(reference, k, v)
     torch.manual_seed(seed + 1)
     return model_cls(*init).to(device).eval(), inputs
 
@@ -120,15 +127,9 @@ def build(
 def make_inputs(reference: Any, device: Any, seed: int, shape: dict[str, Any]) -> list[Any]:
     import torch
 
-    defaults = {k: getattr(reference, k) for k in shape}
-    for k, v in shape.items():
-        setattr(reference, k, v)
-    try:
+    with sized(reference, shape):
         torch.manual_seed(seed)
         return [x.to(device) if isinstance(x, torch.Tensor) else x for x in reference.get_inputs()]
-    finally:
-        for k, v in defaults.items():
-            setattr(reference, k, v)
 
 
 def _clone(inputs: list[Any]) -> list[Any]:
@@ -198,7 +199,9 @@ def judge(args: argparse.Namespace) -> dict[str, Any]:
         if report.get("error"):
             return {"score": 0.0, "metrics": {"correct": 0.0}, "flags": list(report.get("flags", [])),
                     "error": report["error"]}  # fmt: skip
-        flags = list(report["flags"])
+        if not _well_formed(report):
+            return _failed("worker report malformed (the candidate wrote to stdout or ended the worker)")
+        flags = [str(f) for f in report["flags"]]
         for i, ((_, shape), want) in enumerate(zip(checks, expected, strict=True)):
             problem = _compare(Path(out_dir) / f"check-{i}.npy", want, task, np)
             if problem and i == len(checks) - 1:
@@ -231,7 +234,19 @@ def judge(args: argparse.Namespace) -> dict[str, Any]:
         "fast_2": float(faster and speedup > 2.0),
     }
     error = None if score > 0 else f"rejected: {', '.join(flags)}"
+    if error and report["changed"]:
+        error += f" (changed: {', '.join(map(str, report['changed'][:5]))})"
     return {"score": score, "metrics": metrics, "flags": flags, "error": error}
+
+
+def _well_formed(report: Any) -> bool:
+    numbers = ("speedup", "ci_low", "ci_high", "ref_ms", "cand_ms", "timed_s")
+    return (
+        isinstance(report, dict)
+        and all(isinstance(report.get(k), (int, float)) and math.isfinite(report[k]) for k in numbers)
+        and isinstance(report.get("flags"), list)
+        and isinstance(report.get("changed"), list)
+    )
 
 
 def _as_array(output: Any) -> Any:
@@ -240,7 +255,7 @@ def _as_array(output: Any) -> Any:
     if type(output) is not torch.Tensor:
         raise TypeError(f"ModelNew returned {type(output).__name__}, not a plain torch.Tensor")
     output = output.detach().cpu()
-    if output.dtype in (torch.bfloat16, torch.float16):
+    if output.dtype == torch.bfloat16:  # NumPy has no bfloat16
         output = output.float()
     return output.numpy()
 
