@@ -87,6 +87,18 @@ def test_attacks_on_the_grader_are_caught(name: str, tmp_path: Path) -> None:
     assert caught_by in result.flags or caught_by in (result.error or ""), result
 
 
+def test_torch_compile_is_not_mistaken_for_tampering(tmp_path: Path) -> None:
+    """torch.compile patches a few of PyTorch's own functions when it loads; that is not the candidate's doing."""
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.fn = torch.compile(lambda x: torch.softmax(x, dim=-1), backend='eager', dynamic=True)\n\n"
+        "    def forward(self, x):\n        return self.fn(x)\n"
+    )
+    result = grade(KernelsSuite(KernelsSuite.Config(reps=9)), "row_softmax", source, tmp_path)
+    assert result.flags == () and result.metrics["fast_2"] == 1.0, result
+
+
 def test_every_cheat_kind_is_exercised() -> None:
     assert {cheat_kind(t) for t in CPU_TASKS} == set(EXPECTED_FLAG)
 

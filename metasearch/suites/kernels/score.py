@@ -316,19 +316,18 @@ class Guard:
         for name, space in self.spaces.items():
             for key, value in self.before[name].items():
                 new = inspect.getattr_static(space, key, None)
-                if new is value or self._library_wrapper(new, value):
+                if new is value or self._library_wrapper(new):
                     continue
                 moved.append(f"{name}.{key}")
         return moved
 
-    def _library_wrapper(self, new: Any, old: Any) -> bool:
-        """PyTorch itself wraps a few functions when parts of it load (``torch.compile`` wraps manual_seed)."""
+    def _library_wrapper(self, new: Any) -> bool:
+        """PyTorch patches a few of its own functions when parts of it load: ``torch.compile`` wraps
+        ``manual_seed`` and hooks ``nn.Module.__init__``. A replacement whose code lives in PyTorch's own
+        files is that, not the candidate (which cannot write there; the judge's reference cross-check still
+        catches a slowed reference however it was done)."""
         code = getattr(new, "__code__", None)
-        return (
-            getattr(new, "__wrapped__", None) is old
-            and code is not None
-            and code.co_filename.startswith(self.allowed_code_dir)
-        )
+        return code is not None and code.co_filename.startswith(self.allowed_code_dir)
 
 
 def worker(args: argparse.Namespace) -> dict[str, Any]:
@@ -371,7 +370,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
             "reference": reference,
             "reference.Model": reference.Model,
         },
-        allowed_code_dir=str(Path(torch.__file__).parent),
+        allowed_code_dir=str(Path(torch.__file__).parent) + os.sep,
     )
     try:
         candidate = _import("solution", Path(args.candidate))
