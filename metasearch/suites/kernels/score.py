@@ -132,6 +132,13 @@ def make_inputs(reference: Any, device: Any, seed: int, shape: dict[str, Any]) -
         return [x.to(device) if isinstance(x, torch.Tensor) else x for x in reference.get_inputs()]
 
 
+def _run(model: Any, inputs: list[Any]) -> Any:
+    import torch
+
+    with torch.no_grad():
+        return model(*inputs)
+
+
 def _clone(inputs: list[Any]) -> list[Any]:
     return [x.clone() if hasattr(x, "clone") else x for x in inputs]
 
@@ -157,7 +164,6 @@ def _import(name: str, path: Path) -> Any:
 
 
 def judge(args: argparse.Namespace) -> dict[str, Any]:
-    import numpy as np
     import torch
 
     task_dir = Path(args.task_dir)
@@ -171,10 +177,9 @@ def judge(args: argparse.Namespace) -> dict[str, Any]:
     checks = [(secret[0] + 1000 * i, shape) for i, shape in enumerate(shapes)]
     checks.append((secret[2], {}))  # the recheck after timing, with a new seed
     expected = []
-    with torch.no_grad():
-        for seed, shape in checks:
-            model, inputs = build(reference, reference.Model, device, seed, shape)
-            expected.append(_as_array(model(*inputs)))
+    for seed, shape in checks:
+        model, inputs = build(reference, reference.Model, device, seed, shape)
+        expected.append(_as_array(_run(model, inputs)))
     with tempfile.TemporaryDirectory(prefix="kernels-") as out_dir:
         os.chmod(out_dir, 0o777)  # the worker may run as another user in some sandboxes
         payload = {"checks": checks, "timing_seed": secret[1], "out_dir": out_dir}
@@ -197,19 +202,18 @@ def judge(args: argparse.Namespace) -> dict[str, Any]:
         except ValueError:
             return _failed("worker output unreadable")
         if report.get("error"):
-            return {"score": 0.0, "metrics": {"correct": 0.0}, "flags": list(report.get("flags", [])),
-                    "error": report["error"]}  # fmt: skip
+            return _failed(str(report["error"]), [str(f) for f in report.get("flags", [])])
         if not _well_formed(report):
             return _failed("worker report malformed (the candidate wrote to stdout or ended the worker)")
         flags = [str(f) for f in report["flags"]]
         for i, ((_, shape), want) in enumerate(zip(checks, expected, strict=True)):
-            problem = _compare(Path(out_dir) / f"check-{i}.npy", want, task, np)
+            problem = _compare(Path(out_dir) / f"check-{i}.npy", want, task)
             if problem and i == len(checks) - 1:
-                return {"score": 0.0, "metrics": {"correct": 0.0}, "flags": [*flags, "stale_output"],
-                        "error": f"incorrect after timing, with a new seed: {problem}"}  # fmt: skip
+                return _failed(
+                    f"incorrect after timing, with a new seed: {problem}", [*flags, "stale_output"]
+                )
             if problem:
-                return {"score": 0.0, "metrics": {"correct": 0.0}, "flags": flags,
-                        "error": f"incorrect on shape set {shape or 'default'}: {problem}"}  # fmt: skip
+                return _failed(f"incorrect on shape set {shape or 'default'}: {problem}", flags)
     if report["timed_s"] > wall * 1.05 + 0.05:  # the worker claims more time than it lived: its clock lies
         flags.append("timer_inconsistent")
     own_ref = _time_reference(reference, device, secret[1], max(9, args.reps), max(3, args.warmup))
@@ -260,7 +264,9 @@ def _as_array(output: Any) -> Any:
     return output.numpy()
 
 
-def _compare(path: Path, want: Any, task: dict[str, Any], np: Any) -> str | None:
+def _compare(path: Path, want: Any, task: dict[str, Any]) -> str | None:
+    import numpy as np
+
     try:
         got = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
@@ -276,21 +282,16 @@ def _compare(path: Path, want: Any, task: dict[str, Any], np: Any) -> str | None
 
 def _time_reference(reference: Any, device: Any, seed: int, reps: int, warmup: int) -> float:
     """The judge's own median time of the reference, timed as the worker times it (against itself)."""
-    import torch
 
     first, _ = build(reference, reference.Model, device, seed, {})
     second, _ = build(reference, reference.Model, device, seed, {})
 
-    def run(model: Any, inputs: list[Any]) -> Any:
-        with torch.no_grad():
-            return model(*inputs)
-
-    times, _, _ = _time(device, reference, first, second, run, seed, reps, warmup, time.perf_counter)
+    times, _, _ = _time(device, reference, first, second, _run, seed, reps, warmup, time.perf_counter)
     return statistics.median(times)
 
 
-def _failed(reason: str) -> dict[str, Any]:
-    return {"score": 0.0, "metrics": {"correct": 0.0}, "flags": [], "error": reason}
+def _failed(reason: str, flags: list[str] | None = None) -> dict[str, Any]:
+    return {"score": 0.0, "metrics": {"correct": 0.0}, "flags": flags or [], "error": reason}
 
 
 # -- the worker ------------------------------------------------------------------------------------
@@ -390,8 +391,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
 
     def run_candidate(model: Any, inputs: list[Any]) -> Any:
         before = reference_calls[0]
-        with torch.no_grad():
-            out = model(*inputs)
+        out = _run(model, inputs)
         _sync(device)
         if reference_calls[0] != before:
             flag("called_reference")
@@ -438,7 +438,8 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         return {"error": f"candidate raised {type(exc).__name__}: {exc}", "flags": flags}
     if any(now is not then for now, then in zip(_timers(torch), timers, strict=True)):
         flag("tampered_timer")
-    if guard.changed():
+    changed = guard.changed()
+    if changed:
         flag("tampered_runtime")
     ratios = [r / c for r, c in zip(ref_times, cand_times, strict=True) if c > 0]
     lo, hi = _bootstrap(ratios)
@@ -449,7 +450,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         "ref_ms": statistics.median(ref_times) * 1000,
         "cand_ms": statistics.median(cand_times) * 1000,
         "timed_s": timed,
-        "changed": guard.changed(),
+        "changed": changed,
         "flags": flags,
     }
 
@@ -491,11 +492,7 @@ def _time(
         return float(clock() - t0)
 
     def run_model(model: Any, args: list[Any]) -> None:
-        if model is cand:
-            run_candidate(model, args)
-        else:
-            with torch.no_grad():
-                model(*args)
+        (run_candidate if model is cand else _run)(model, args)
 
     total = 0.0
     rep = 0
