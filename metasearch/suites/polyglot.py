@@ -7,32 +7,49 @@ Nothing is downloaded; ``content_hash`` covers every file of the loaded exercise
 
 Variant: the agent does **not** see the tests (Aider shows them; we record the difference here). Visible
 under ``/task/workspace``: the exercise without ``.meta/`` and without the test files, with the stub
-solution files to edit; ``TASK.md`` holds the instructions. Grading copies the pristine exercise (tests
-included) into a fresh sandbox, takes only the ``files.solution`` paths from the artifact, runs the
-language's test command and scores 1 if it exits 0, else 0. Subsets: ``all`` and DGM's ``dgm-small``
+solution files to edit; ``TASK.md`` holds the instructions. Subsets: ``all`` and DGM's ``dgm-small``
 (10) / ``dgm-medium`` (50) lists (jennyzzt/dgm ``polyglot/subsets/*.json`` at commit d88fdd6).
+
+Grading (``testrun/exercise_grade.py`` in a fresh sandbox) copies the pristine exercise, takes only the
+``files.solution`` paths from the artifact and scans what they add over the stubs (``testrun/scan.py``;
+a finding is flag ``tamper_suspect``, score 0). Python: the expected test ids come from a trusted run with
+the exercise's example solution in place (cached per exercise content hash, one extra sandbox run the
+first time); the candidate passes only when pytest with our reporter *and* our own unittest runner, each
+over a private channel, report every expected test passed (see ``testrun/verdict.py`` for every failure
+and flag). Other languages: the test command's exit status, guarded only by the early-exit scan
+(``os.Exit``, ``std::process::exit``, ``process.exit``, ``System.exit``, ``exit``/``abort``/``_Exit``).
 
 Not verified offline: the non-Python test commands (they need the multi-toolchain image: cargo, go, node
 with jest pre-installed, cmake, a JDK with gradle; override per language with ``test_commands``), and
-results on the real checkout. Only Python grading runs in the local sandbox.
+per-test results for them. Only Python grading runs in the local sandbox.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
+import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metasearch.errors import ConfigError
-from metasearch.sandboxes.protocol import Mount, Sandbox
-from metasearch.suites.grading import grade
+from metasearch.errors import ConfigError, InfrastructureError
+from metasearch.sandboxes.protocol import ExecResult, Mount, Sandbox
+from metasearch.suites.grading import (
+    TESTRUN_MOUNT,
+    parse_grader_output,
+    run_budget,
+    run_grader,
+    testrun_mount,
+)
 from metasearch.suites.kernelbench import hash_files
 from metasearch.suites.protocol import Task, TaskResult
 
+log = logging.getLogger(__name__)
 LANGUAGES = ("cpp", "go", "java", "javascript", "python", "rust")
 TEST_COMMANDS = {
     "python": "python3 -m pytest -q -p no:cacheprovider",
@@ -109,28 +126,7 @@ DGM_MEDIUM = [
     "go__crypto-square",
 ]
 SUBSETS = {"dgm-small": DGM_SMALL, "dgm-medium": DGM_MEDIUM}
-# Runs inside the grading sandbox: pristine exercise + the candidate's solution files, then the tests.
-GRADE_SCRIPT = """
-import json, os, shutil, subprocess, sys, tempfile
-exercise, artifact, solution, command, timeout = sys.argv[1:6]
-work = os.path.join(tempfile.mkdtemp(prefix="polyglot-"), "exercise")
-shutil.copytree(exercise, work, ignore=shutil.ignore_patterns(".meta"))
-taken = 0
-for rel in json.loads(solution):
-    src = os.path.join(artifact, rel)
-    if os.path.isfile(src) and not os.path.islink(src):
-        os.makedirs(os.path.dirname(os.path.join(work, rel)), exist_ok=True)
-        shutil.copyfile(src, os.path.join(work, rel))
-        taken += 1
-try:
-    run = subprocess.run(["sh", "-c", command], cwd=work, capture_output=True, text=True, timeout=float(timeout))
-    code, out = run.returncode, (run.stdout + run.stderr)[-1500:]
-except subprocess.TimeoutExpired:
-    code, out = None, f"tests timed out after {timeout}s"
-error = None if code == 0 else f"tests failed (exit {code}): {out}"
-print(json.dumps({"score": float(code == 0), "metrics": {"passed": float(code == 0),
-      "solution_files": float(taken)}, "error": error}))
-"""
+GRADE_SCRIPT = f"{TESTRUN_MOUNT}/exercise_grade.py"
 
 
 @dataclass(frozen=True)
@@ -181,6 +177,8 @@ class PolyglotSuite:
         self.content_hash = hash_files(
             self.root, [p for ex in self.exercises.values() for p in ex.path.rglob("*") if p.is_file()]
         )
+        self._lock = threading.Lock()
+        self._expected_ids: dict[str, list[str]] = {}  # exercise content hash -> test ids
 
     def tasks(self, subset: str | None = None) -> Sequence[Task]:
         wanted = subset or self.config.subset
@@ -214,21 +212,52 @@ class PolyglotSuite:
 
     def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
         ex = self._exercise(task_id)
-        command = self.config.test_commands.get(ex.language, TEST_COMMANDS[ex.language])
-        timeout = self.config.grade_timeout_s
         artifact_dir.mkdir(parents=True, exist_ok=True)
-        script = [
-            "python3",
-            "-c",
-            GRADE_SCRIPT,
-            "/exercise",
-            "/artifact",
-            json.dumps(ex.solution),
-            command,
-            repr(max(timeout - 15, timeout / 2)),
-        ]
-        mounts = [Mount(ex.path, "/exercise"), Mount(artifact_dir, "/artifact")]
-        return grade(sandbox, script, mounts, timeout_s=timeout, memory_mb=4096, workdir="/exercise")
+        spec = self._spec(ex)
+        if ex.language == "python":
+            spec["expected"] = self._expected(ex, sandbox)
+        return parse_grader_output(self._run(ex, "grade", spec, artifact_dir, sandbox))
+
+    def _spec(self, ex: Exercise) -> dict[str, object]:
+        timeout = self.config.grade_timeout_s
+        return {
+            "language": ex.language,
+            "solution": list(ex.solution),
+            "test": list(ex.tests),
+            "example": list(ex.examples),
+            "command": self.config.test_commands.get(ex.language, TEST_COMMANDS[ex.language]),
+            "run_timeout": run_budget(timeout, 2 if ex.language == "python" else 1),
+        }
+
+    def _run(
+        self, ex: Exercise, mode: str, spec: dict[str, object], artifact: Path, sandbox: Sandbox
+    ) -> ExecResult:
+        command = ["python3", GRADE_SCRIPT, mode, "/exercise", "/artifact", json.dumps(spec)]
+        mounts = [Mount(ex.path, "/exercise"), testrun_mount(), Mount(artifact, "/artifact")]
+        timeout = self.config.grade_timeout_s
+        return run_grader(sandbox, command, mounts, timeout_s=timeout, memory_mb=4096, workdir="/exercise")
+
+    def _expected(self, ex: Exercise, sandbox: Sandbox) -> list[str]:
+        """The test ids of ``ex``, from a trusted run of its example solution; cached by content hash."""
+        key = hash_files(ex.path, sorted(p for p in ex.path.rglob("*") if p.is_file()))
+        with self._lock:
+            if key in self._expected_ids:
+                return self._expected_ids[key]
+        with tempfile.TemporaryDirectory(prefix="ms-polyglot-") as empty:
+            done = self._run(ex, "expect", self._spec(ex), Path(empty), sandbox)
+        try:
+            found = json.loads(done.stdout.strip().splitlines()[-1])
+            ids, score, error = [str(i) for i in found["ids"]], float(found["score"]), found.get("error")
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise InfrastructureError(
+                f"polyglot: the trusted run of {ex.language}/{ex.name}'s example solution failed "
+                f"({done.reason or exc}): {done.stderr[-800:]}"
+            ) from exc
+        if score < 1.0:
+            log.warning("polyglot: %s/%s: the example solution fails here: %s", ex.language, ex.name, error)
+        with self._lock:
+            self._expected_ids[key] = ids
+        return ids
 
     def _exercise(self, task_id: str) -> Exercise:
         if task_id not in self.exercises:

@@ -291,7 +291,8 @@ def test_polyglot_grades_a_python_exercise_end_to_end(tmp_path: Path) -> None:
     # A test file planted in the workspace is ignored: the pristine tests decide.
     (workspace / "leap_test.py").write_text("def test_nothing():\n    pass\n")
     wrong = suite.grade("polyglot/python/leap", workspace, sandbox)
-    assert wrong.score == 0.0 and wrong.metrics["passed"] == 0.0 and "1900" in (wrong.error or "")
+    assert wrong.score == 0.0 and wrong.metrics["passed"] == 1.0 and "1900" in (wrong.error or "")
+    assert "1 of 2 tests failed: ['test_centuries']" in (wrong.error or "")
 
     (workspace / "leap.py").write_text(LEAP_RIGHT)
     right = suite.grade("polyglot/python/leap", workspace, sandbox)

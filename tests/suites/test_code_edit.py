@@ -135,9 +135,15 @@ def test_plain_unified_diffs_apply_and_bad_ones_are_reported(tmp_path: Path) -> 
     missing = _grade(tmp_path / "none", "pagination", None)
     assert missing.score == 0.0 and "no patch" in (missing.error or "")
 
-    fake_runner = _edit_diff("pagination", "pytest.py", "import sys\nsys.exit(0)\n")
+    # A fake pytest in the repository never replaces the real one (isolated mode, repository appended).
+    fake_runner = _edit_diff("pagination", "pytest.py", "def main(*args, **kwargs):\n    return 0\n")
     shadowed = _grade(tmp_path, "pagination", fake_runner)
-    assert shadowed.metrics["total"] >= 4 and shadowed.metrics["resolved"] == 0.0
+    assert shadowed.metrics["total"] >= 4 and shadowed.metrics["resolved"] == 0.0 and shadowed.flags == ()
+    exiting = _grade(
+        tmp_path, "pagination", _edit_diff("pagination", "pytest.py", "import sys\nsys.exit(0)\n")
+    )
+    assert exiting.score == 0.0 and exiting.flags == ("tamper_suspect",)
+    assert exiting.error == "tamper_suspect: pytest.py: early exit outside __main__: sys.exit"
 
     escape = plain.replace("a/pagination.py", "a/../x.py").replace("b/pagination.py", "b/../x.py")
     assert _grade(tmp_path, "pagination", escape).flags == ("unsafe_path",)

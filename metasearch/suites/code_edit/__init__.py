@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.sandboxes.protocol import Mount, Sandbox
-from metasearch.suites.grading import grade
+from metasearch.suites.grading import TESTRUN_MOUNT, grade, run_budget, testrun_mount
 from metasearch.suites.protocol import Task, TaskResult
 
 GRADER_DIR = Path(__file__).resolve().parent
@@ -118,11 +118,14 @@ class CodeEditSuite:
     def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
         name = _name(task_id)
         artifact_dir.mkdir(parents=True, exist_ok=True)
+        timeout = self.config.grade_timeout_s
+        command = ["python3", "/grader/grade.py", f"/grader/repos/{name}", "/artifact/patch.diff"]
+        command += [TESTRUN_MOUNT, repr(run_budget(timeout, 3))]  # collect, then two harnesses
         return grade(
             sandbox,
-            ["python3", "/grader/grade.py", f"/grader/repos/{name}", "/artifact/patch.diff"],
-            [Mount(GRADER_DIR, "/grader"), Mount(artifact_dir, "/artifact")],
-            timeout_s=self.config.grade_timeout_s,
+            command,
+            [Mount(GRADER_DIR, "/grader"), testrun_mount(), Mount(artifact_dir, "/artifact")],
+            timeout_s=timeout,
             workdir="/grader",
         )
 

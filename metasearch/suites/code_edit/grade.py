@@ -1,15 +1,20 @@
-"""The code-edit grader: ``python3 grade.py REPO_DIR PATCH`` prints one JSON object.
+"""The code-edit grader: ``python3 grade.py REPO_DIR PATCH TESTRUN_DIR RUN_TIMEOUT`` prints one JSON object.
 
-Runs inside a fresh sandbox with the suite's directory mounted read-only, so ``REPO_DIR`` (which holds the
-hidden tests) is never visible to the agent. Steps: refuse a patch that touches tests or leaves the
-repository, copy the visible repository to a temporary directory, apply the patch (``git apply``, then
-``patch -p1`` as a fallback), copy the hidden tests in and run them with pytest.
+Runs inside a fresh sandbox with the suite's directory and the shared ``testrun`` package mounted
+read-only, so ``REPO_DIR`` (which holds the hidden tests) is never visible to the agent. Steps:
 
-Score: the fraction of hidden tests that pass; ``resolved`` is 1 only when all of them do. Every problem
-with the candidate's patch becomes ``{"score": 0, "error": ...}``; only a broken grader exits non-zero.
+1. refuse a patch that touches tests or leaves the repository (flags ``touched_tests``, ``unsafe_path``);
+2. apply the patch to a copy of the repository (``git apply``, then ``patch -p1`` as a fallback);
+3. scan every Python file the patch touches for what it added (``testrun/scan.py``): a finding is flag
+   ``tamper_suspect`` with the file and the pattern, score 0;
+4. learn the expected test ids by collecting the hidden tests on a pristine copy: no candidate code runs;
+5. run the hidden tests under two harnesses that report over private channels and must agree
+   (``testrun/verdict.py``): pytest with our reporter, then our own direct runner.
 
-Limits of the defence: the patched code runs in the same process as the hidden tests, so a patch that
-rewrites pytest at import time is not caught here; the flags catch the direct route (editing tests).
+Score: the fraction of the expected hidden tests that both harnesses report passed; ``resolved`` is 1
+only when all of them do. A missing test counts as failed; an unexpected test, a run that ends early or
+is forced to exit, or a test file changed during a run scores 0. Every problem with the candidate's patch
+becomes ``{"score": 0, "error": ...}``; only a broken grader exits non-zero.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -28,11 +32,6 @@ HIDDEN = "hidden_tests"
 TEST_DIRS = {"tests", "test", "testing", HIDDEN}
 TEST_FILES = {"conftest.py"}
 IGNORED = shutil.ignore_patterns(HIDDEN, "__pycache__", "*.pyc", ".pytest_cache")
-# A grader-owned pytest configuration: repository ini files (addopts, plugins) cannot change the run.
-PYTEST_INI = "[pytest]\naddopts =\n"
-# Isolated mode (-I) keeps the repository off the front of sys.path: a patch that adds ``pytest.py`` or a
-# stdlib-named module cannot replace the test runner. The repository is appended, after pytest is loaded.
-RUNNER = "import sys, pytest; sys.path.append(sys.argv[1]); sys.exit(pytest.main(sys.argv[2:]))"
 
 
 def touched_paths(diff: str) -> list[str]:
@@ -100,47 +99,11 @@ def apply_patch(diff_path: str, work: str) -> str | None:
     return f"patch does not apply: {(git.stderr or fallback.stdout).strip()[-400:]}"
 
 
-def run_hidden_tests(work: str, report: str) -> tuple[int, int, list[str]]:
-    """Run the hidden tests; (passed, total, names of the tests that did not pass)."""
-    ini = os.path.join(os.path.dirname(report), "pytest.ini")
-    with open(ini, "w") as f:
-        f.write(PYTEST_INI)
-    command = [
-        sys.executable,
-        "-I",
-        "-B",
-        "-c",
-        RUNNER,
-        work,
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-c",
-        ini,
-        "--rootdir",
-        work,
-    ]
-    command += ["--confcutdir", os.path.join(work, HIDDEN), f"--junitxml={report}", HIDDEN]
-    subprocess.run(
-        command,
-        cwd=work,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-        capture_output=True,
-        text=True,
-    )
-    if not os.path.isfile(report):
-        return 0, 0, []
-    cases = ET.parse(report).getroot().iter("testcase")
-    failed, total = [], 0
-    for case in cases:
-        total += 1
-        if any(child.tag in ("failure", "error", "skipped") for child in case):
-            failed.append(case.get("name") or "?")
-    return total - len(failed), total, failed
-
-
 def main(argv: list[str]) -> dict[str, Any]:
-    repo, diff_path = argv[1], argv[2]
+    repo, diff_path, testrun, run_timeout = argv[1], argv[2], argv[3], float(argv[4])
+    sys.path.insert(0, os.path.dirname(os.path.abspath(testrun)))
+    from testrun import scan, verdict
+
     if not os.path.isfile(diff_path):
         return {"score": 0.0, "error": "no patch: expected output/patch.diff"}
     with open(diff_path, encoding="utf-8", errors="replace") as f:
@@ -150,22 +113,53 @@ def main(argv: list[str]) -> dict[str, Any]:
     flags, refusal = check_patch(diff)
     if refusal:
         return {"score": 0.0, "flags": flags, "error": refusal}
+    tests = hidden_tests(os.path.join(repo, HIDDEN))
     with tempfile.TemporaryDirectory(prefix="code-edit-") as tmp:
+        pristine = os.path.join(tmp, "pristine")
+        shutil.copytree(repo, pristine, ignore=IGNORED)
         work = os.path.join(tmp, "repo")
         shutil.copytree(repo, work, ignore=IGNORED)
         failure = apply_patch(os.path.abspath(diff_path), work)
         if failure:
             return {"score": 0.0, "metrics": {"applied": 0.0}, "error": failure}
-        shutil.copytree(os.path.join(repo, HIDDEN), os.path.join(work, HIDDEN), dirs_exist_ok=True)
-        report_dir = os.path.join(tmp, "report")
-        os.mkdir(report_dir)
-        passed, total, failed = run_hidden_tests(work, os.path.join(report_dir, "junit.xml"))
-    metrics = {"applied": 1.0, "passed": float(passed), "total": float(total)}
-    metrics["resolved"] = float(total > 0 and passed == total)
-    if total == 0:
-        return {"score": 0.0, "metrics": metrics, "error": "the hidden tests did not run"}
-    error = None if passed == total else f"{len(failed)} of {total} hidden tests failed: {failed[:5]}"
-    return {"score": passed / total, "metrics": metrics, "error": error}
+        if found := scan_patch(scan, touched_paths(diff), pristine, work):
+            return {**verdict.failure(found, [verdict.TAMPER]), "metrics": {"applied": 1.0}}
+        expected = verdict.collect(pristine, tests, timeout_s=run_timeout)
+        result = verdict.run_and_judge(
+            work, tests, expected, timeout_s=run_timeout, fractional=True, what="hidden tests"
+        )
+    result["metrics"] = {"applied": 1.0, "total": float(len(expected)), **result.get("metrics", {})}
+    return result
+
+
+def hidden_tests(folder: str) -> dict[str, bytes]:
+    """The pristine hidden test files (every file under ``hidden_tests/``), by path in the repository."""
+    found = {}
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                found[os.path.join(HIDDEN, os.path.relpath(path, folder))] = f.read()
+    return found
+
+
+def scan_patch(scan: Any, paths: list[str], pristine: str, work: str) -> str | None:
+    """The first thing the patch added that the static scan flags, as ``"file: finding"``."""
+    for rel in paths:
+        after = os.path.join(work, rel)
+        if not rel.endswith(".py") or os.path.islink(after) or not os.path.isfile(after):
+            continue
+        before = os.path.join(pristine, rel)
+        old = _read(before) if os.path.isfile(before) and not os.path.islink(before) else None
+        if found := scan.new_findings(old, _read(after)):
+            return f"{rel}: {', '.join(found[:3])}"
+    return None
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
 
 
 if __name__ == "__main__":

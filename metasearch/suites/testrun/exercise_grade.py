@@ -1,0 +1,85 @@
+"""The polyglot grader: ``python3 exercise_grade.py MODE EXERCISE ARTIFACT SPEC_JSON`` prints one JSON object.
+
+Runs in a fresh grading sandbox with the pristine exercise (``EXERCISE``, tests and ``.meta`` included)
+and this package mounted read-only. ``SPEC_JSON`` holds the exercise's ``solution``/``test``/``example``
+paths, its ``language``, the per-run timeout, the test ``command`` (other languages) and, in ``grade``
+mode, the ``expected`` test ids. Modes:
+
+- ``expect`` (a trusted run, no candidate code): the example solution in place, collect the test ids and
+  run both harnesses; prints ``{"ids", "score", "error"}`` for the host to cache per exercise content;
+- ``grade``: the candidate's solution files (regular files only) in place of the stubs, the static scan
+  of what they add over the stubs (``tamper_suspect``), then for Python ``verdict.run_and_judge`` against
+  the expected ids (all-or-nothing). Other languages run ``command`` and score its exit status: only the
+  early-exit scan guards them (their per-test reporters are not wired in yet).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from testrun import scan, verdict  # the package's parent is only on sys.path from here
+
+
+def main(argv: list[str]) -> dict[str, Any]:
+    mode, exercise, artifact, spec = argv[1], argv[2], argv[3], json.loads(argv[4])
+    work = os.path.join(tempfile.mkdtemp(prefix="polyglot-"), "exercise")
+    shutil.copytree(exercise, work, ignore=shutil.ignore_patterns(".meta"))
+    tests = {rel: _read(os.path.join(exercise, rel)) for rel in spec["test"]}
+    if mode == "expect":
+        for rel, example in zip(spec["solution"], spec["example"], strict=False):
+            shutil.copyfile(os.path.join(exercise, example), os.path.join(work, rel))
+        ids = verdict.collect(work, tests, timeout_s=spec["run_timeout"])
+        result = verdict.run_and_judge(work, tests, ids, timeout_s=spec["run_timeout"], fractional=False)
+        return {"ids": ids, "score": result["score"], "error": result.get("error")}
+    taken, found = 0, []
+    for rel in spec["solution"]:
+        src = os.path.join(artifact, rel)
+        if os.path.isfile(src) and not os.path.islink(src):
+            stub = os.path.join(exercise, rel)
+            before = _read(stub).decode("utf-8", "replace") if os.path.isfile(stub) else None
+            text = _read(src)
+            found += [
+                f"{rel}: {f}"
+                for f in scan.new_findings(before, text.decode("utf-8", "replace"), spec["language"])
+            ]
+            os.makedirs(os.path.dirname(os.path.join(work, rel)), exist_ok=True)
+            with open(os.path.join(work, rel), "wb") as f:
+                f.write(text)
+            taken += 1
+    metrics = {"solution_files": float(taken)}
+    if found:
+        return {**verdict.failure(", ".join(found[:3]), [verdict.TAMPER]), "metrics": metrics}
+    if spec["language"] == "python":
+        result = verdict.run_and_judge(
+            work, tests, spec["expected"], timeout_s=spec["run_timeout"], fractional=False
+        )
+        result["metrics"] = {**metrics, **result.get("metrics", {})}
+        return result
+    return run_command(work, spec["command"], spec["run_timeout"], metrics)
+
+
+def run_command(work: str, command: str, timeout: float, metrics: dict[str, float]) -> dict[str, Any]:
+    """Other languages: the test command's exit status decides (see the module docstring)."""
+    try:
+        run = subprocess.run(["sh", "-c", command], cwd=work, capture_output=True, text=True, timeout=timeout)
+        code, out = run.returncode, (run.stdout + run.stderr)[-1500:]
+    except subprocess.TimeoutExpired:
+        code, out = None, f"tests timed out after {timeout}s"
+    error = None if code == 0 else f"tests failed (exit {code}): {out}"
+    return {"score": float(code == 0), "metrics": {**metrics, "passed": float(code == 0)}, "error": error}
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv)))

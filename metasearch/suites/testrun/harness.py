@@ -1,0 +1,243 @@
+"""The test-process side of a graded test run: ``python -I -B harness.py MODE ROOT TEST_FILE...``.
+
+Runs next to candidate code, so it reports facts, never a verdict. Before anything else it reads one
+line from stdin, ``"<fd> <nonce>"``, and closes stdin: the result channel is an inherited pipe whose
+number is drawn at random per run and named neither in argv nor in the environment; every record it
+writes is ``"<nonce> <seq> <json>"``, so lines written by anyone without the nonce, dropped or replayed
+lines are visible to the grader (``channel.py``), which reads the other end outside this process.
+
+Modes (the grader runs two different ones and compares them):
+
+- ``pytest``: pytest with this file's reporter as a plugin object; each report's (nodeid, phase, outcome).
+- ``collect``: the same, ``--collect-only``; used on pristine code to learn the expected test ids.
+- ``direct``: our own runner, no pytest machinery: every test file's source is read before any of it
+  runs, then plain ``test*`` functions and ``unittest.TestCase`` methods are called directly (setUp, the
+  method, tearDown, cleanups). Fixtures and parametrization are not supported; such tests fail here.
+
+Both modes snapshot the callables of the runner's modules (``builtins``, ``unittest``, ``pytest``,
+``_pytest``, ``pluggy``, this harness) before candidate code is imported and compare them after every
+test and at the end; a replaced one is reported as ``tamper``. The session ends with an ``end`` record;
+a run without it ended early. Residual risk: the candidate shares this process, so code that finds the
+channel's fd and nonce in memory, and forges the other harness the same way, can still lie; the static
+scan (``scan.py``) flags the routes to doing that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import types
+from collections.abc import Callable
+from typing import Any
+
+_write = os.write
+_dumps = json.dumps
+WATCHED = ("builtins", "unittest", "pytest", "_pytest", "pluggy", "__main__", "_ms_harness")
+
+
+class Channel:
+    """The write end of the result channel; records are numbered and carry the run's nonce."""
+
+    def __init__(self) -> None:
+        line = sys.stdin.buffer.readline(256).decode("ascii", "replace").split()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        if len(line) != 2:
+            raise SystemExit("harness: no channel on stdin")
+        self._fd, self._nonce, self._seq = int(line[0]), line[1], 0
+
+    def send(self, record: dict) -> None:
+        data = f"{self._nonce} {self._seq} {_dumps(record)}\n".encode()
+        self._seq += 1
+        while data:
+            data = data[_write(self._fd, data) :]
+
+
+class Integrity:
+    """Identities of the runner's callables, taken before candidate code runs."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, str, str], object] = {}
+        for name, module in list(sys.modules.items()):
+            if module is None or name.split(".")[0] not in WATCHED:
+                continue
+            for key, value in list(vars(module).items()):
+                if callable(value):
+                    self.seen[(name, key, "")] = value
+                if isinstance(value, type) and getattr(value, "__module__", "") == name:
+                    for attr, member in list(vars(value).items()):
+                        self.seen[(name, key, attr)] = member
+        self.reported = False
+
+    def changed(self) -> list[str]:
+        found = []
+        for (name, key, attr), value in self.seen.items():
+            module = sys.modules.get(name)
+            holder = module if module is None or not attr else vars(module).get(key)
+            current = None if holder is None else vars(holder).get(attr or key)
+            if current is not value:
+                found.append(f"{name}.{key}" + (f".{attr}" if attr else ""))
+        return found
+
+    def check(self, channel: Channel) -> None:
+        if not self.reported and (found := self.changed()):
+            self.reported = True
+            channel.send({"t": "tamper", "what": found[:5]})
+
+
+class Reporter:
+    """A pytest plugin object: streams collection, each phase's report and the end of the session."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.integrity: Integrity | None = None
+
+    def pytest_sessionstart(self, session: object) -> None:
+        self.integrity = Integrity()
+
+    def pytest_collectreport(self, report: types.SimpleNamespace) -> None:
+        if report.outcome == "failed":
+            self.channel.send({"t": "collect_error", "id": report.nodeid})
+
+    def pytest_collection_finish(self, session: types.SimpleNamespace) -> None:
+        self.channel.send({"t": "collected", "ids": [item.nodeid for item in session.items]})
+
+    def pytest_runtest_logreport(self, report: types.SimpleNamespace) -> None:
+        record = {"t": "report", "id": report.nodeid, "phase": report.when, "outcome": report.outcome}
+        self.channel.send(record)
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: object) -> None:
+        if self.integrity is not None:
+            self.integrity.check(self.channel)
+
+    def pytest_sessionfinish(self, session: object, exitstatus: int) -> None:
+        if self.integrity is not None:
+            self.integrity.check(self.channel)
+        self.channel.send({"t": "end", "exitstatus": int(exitstatus)})
+
+
+def run_pytest(channel: Channel, root: str, files: list[str], collect_only: bool) -> int:
+    import pytest
+
+    sys.path.append(root)
+    # A grader-owned configuration, read before candidate code exists: repository ini files cannot add
+    # options or plugins.
+    ini = os.path.join(tempfile.mkdtemp(prefix="harness-"), "pytest.ini")
+    with open(ini, "w") as f:
+        f.write("[pytest]\naddopts =\n")
+    args = ["-q", "-p", "no:cacheprovider", "-c", ini, "--rootdir", root, "--confcutdir", root]
+    args += ["--collect-only"] if collect_only else []
+    return int(pytest.main([*args, *files], plugins=[Reporter(channel)]))
+
+
+def run_direct(channel: Channel, root: str, files: list[str]) -> int:
+    import unittest
+
+    with contextlib.suppress(ImportError):  # watched from the start when the tests use it (pytest.raises)
+        import pytest  # noqa: F401
+    sources = {}
+    for rel in files:
+        with open(os.path.join(root, rel), encoding="utf-8") as f:
+            sources[rel] = f.read()
+    sys.path.append(root)
+    integrity = Integrity()
+    tests: list[tuple[str, Any]] = []
+    for rel, source in sources.items():
+        path = os.path.join(root, rel)
+        folder = os.path.dirname(path)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        module = types.ModuleType(os.path.basename(rel)[:-3])
+        module.__file__ = path
+        sys.modules[module.__name__] = module
+        try:
+            exec(compile(source, path, "exec"), module.__dict__)
+        except BaseException:  # an import failure fails the file's tests, whatever it is
+            channel.send({"t": "collect_error", "id": rel})
+            continue
+        tests += _tests_of(rel, module, unittest.TestCase)
+    channel.send({"t": "collected", "ids": [test_id for test_id, _ in tests]})
+    failed = 0
+    ready: dict[type, bool] = {}
+    for test_id, target in tests:
+        outcome = _call(target, ready, unittest)
+        failed += outcome == "failed"
+        channel.send({"t": "report", "id": test_id, "phase": "call", "outcome": outcome})
+        integrity.check(channel)
+    for cls in ready:
+        _outcome(getattr(cls, "tearDownClass", lambda: None))
+    integrity.check(channel)
+    channel.send({"t": "end", "exitstatus": int(failed > 0)})
+    return int(failed > 0)
+
+
+def _tests_of(rel: str, module: types.ModuleType, case: Any) -> list[tuple[str, Any]]:
+    """What pytest would collect from ``module``: ``test*`` functions, TestCase and ``Test*`` classes."""
+    found: list[tuple[str, Any]] = []
+    for name, obj in list(vars(module).items()):
+        if isinstance(obj, types.FunctionType) and name.startswith("test"):
+            found.append((f"{rel}::{name}", obj))
+        elif isinstance(obj, type) and issubclass(obj, case) and getattr(obj, "__test__", True):
+            import unittest
+
+            for method in unittest.TestLoader().getTestCaseNames(obj):
+                found.append((f"{rel}::{name}::{method}", (obj, method)))
+        elif isinstance(obj, type) and name.startswith("Test") and getattr(obj, "__test__", True):
+            for method in (m for m in dir(obj) if m.startswith("test")):
+                found.append((f"{rel}::{name}::{method}", (obj, method)))
+    return found
+
+
+def _call(target: Any, ready: dict[type, bool], unittest: types.ModuleType) -> str:
+    if isinstance(target, types.FunctionType):
+        return _outcome(target)
+    cls, method = target
+    if not issubclass(cls, unittest.TestCase):
+        return _outcome(lambda: getattr(cls(), method)())
+    if cls not in ready:
+        ready[cls] = _outcome(getattr(cls, "setUpClass", lambda: None)) == "passed"
+    if not ready[cls]:
+        return "failed"
+    if getattr(cls, "__unittest_skip__", False):
+        return "skipped"
+    case = cls(method)
+    expecting = getattr(getattr(cls, method), "__unittest_expecting_failure__", False)
+
+    def run() -> None:
+        case.setUp()
+        try:
+            getattr(case, method)()
+        finally:
+            case.tearDown()
+            case.doCleanups()
+
+    outcome = _outcome(run)
+    if expecting:
+        return "skipped" if outcome == "failed" else "failed"
+    return outcome
+
+
+def _outcome(call: Callable[[], object]) -> str:
+    try:
+        call()
+    except BaseException as exc:  # SystemExit and the like fail the test, as under pytest
+        return "skipped" if type(exc).__name__ in ("SkipTest", "Skipped") else "failed"
+    return "passed"
+
+
+def main(argv: list[str]) -> int:
+    channel = Channel()
+    mode, root, files = argv[1], argv[2], argv[3:]
+    os.chdir(root)
+    if mode == "direct":
+        return run_direct(channel, root, files)
+    return run_pytest(channel, root, files, collect_only=mode == "collect")
+
+
+if __name__ == "__main__":
+    sys.modules["_ms_harness"] = sys.modules["__main__"]
+    sys.exit(main(sys.argv))

@@ -1,0 +1,161 @@
+"""Judging test runs: expected ids known in advance, two harnesses that must agree, pristine test files.
+
+Runs in the grading sandbox (stdlib only, imported from ``/testrun``). ``run_and_judge`` writes the
+pristine test files into the work tree, runs ``harness.py`` twice (pytest with our reporter, then our own
+direct runner), checks that no test file changed during either run, and ``judge`` turns the two
+transcripts into the verdict dict a grader prints. A test counts as passed only when **both** harnesses
+report it passed. Failures, each with a reason naming it:
+
+- flag ``tamper_suspect`` (score 0): a channel line the harness did not write, a runner callable replaced
+  during the run, a process that outlived the run holding the channel, a test file changed, a process
+  exit status that differs from the one the session reported (a forced exit), or a static-scan finding;
+- flag ``inconsistent_results`` (score 0): the harnesses disagree on an expected test's outcome;
+- no flag, score 0: a run that timed out or ended early (no end-of-session record), a test id the grader
+  did not expect, or pytest's exit status saying failure while every test reported passed;
+- otherwise the score is the passed fraction of the expected ids (``fractional``) or all-or-nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from .channel import Run, run_harness
+
+TAMPER = "tamper_suspect"
+INCONSISTENT = "inconsistent_results"
+MODES = ("pytest", "direct")
+FAILURE_OUTPUT = 1200  # characters of the pytest run's output kept in a failure's reason
+
+
+def run_and_judge(
+    root: str,
+    tests: dict[str, bytes],
+    expected: list[str],
+    *,
+    timeout_s: float,
+    fractional: bool,
+    what: str = "tests",
+) -> dict[str, Any]:
+    """Run both harnesses on the test files ``tests`` (relative path -> pristine bytes) under ``root``."""
+    runs = []
+    for mode in MODES:
+        place_tests(root, tests)
+        runs.append(run_harness(mode, root, sorted(tests), timeout_s=timeout_s))
+        if changed := changed_tests(root, tests):
+            return failure(f"test file {changed} changed during the {mode} run", [TAMPER])
+    return judge(expected, runs, fractional=fractional, what=what)
+
+
+def collect(root: str, tests: dict[str, bytes], *, timeout_s: float) -> list[str]:
+    """The test ids pytest collects from pristine code; ``RuntimeError`` when that run fails."""
+    place_tests(root, tests)
+    run = run_harness("collect", root, sorted(tests), timeout_s=timeout_s)
+    ids = [i for r in run.records if r.get("t") == "collected" for i in r.get("ids", [])]
+    errors = [r.get("id") for r in run.records if r.get("t") == "collect_error"]
+    if run.corrupt or errors or not any(r.get("t") == "end" for r in run.records) or not ids:
+        raise RuntimeError(f"collecting the pristine tests failed ({errors or run.corrupt}): {run.output}")
+    return ids
+
+
+def judge(expected: list[str], runs: list[Run], *, fractional: bool, what: str) -> dict[str, Any]:
+    """The verdict dict for ``runs`` of the same tests; see the module docstring for the rules."""
+    folded = []
+    for run in runs:
+        if problem := _distrust(run):
+            return failure(f"the {run.mode} run: {problem}", [TAMPER])
+        if run.timed_out:
+            return failure(f"{what} timed out in the {run.mode} run: {run.output[-800:]}")
+        ends = [r for r in run.records if r.get("t") == "end"]
+        if not ends:
+            return failure(
+                f"the {run.mode} run ended early (no end-of-session record; exit code "
+                f"{run.exit_code}): {run.output[-800:]}"
+            )
+        if run.exit_code != ends[-1].get("exitstatus"):
+            return failure(
+                f"the {run.mode} run exited with {run.exit_code} after its session reported "
+                f"{ends[-1].get('exitstatus')}: a forced exit",
+                [TAMPER],
+            )
+        folded.append(outcomes(run))
+    wanted = set(expected)
+    for run, found in zip(runs, folded, strict=True):
+        if unexpected := sorted(set(found) - wanted):
+            return failure(f"the {run.mode} run reported {what} the grader did not expect: {unexpected[:5]}")
+    views = [[found.get(test_id, "missing") for found in folded] for test_id in expected]
+    if differ := [t for t, seen in zip(expected, views, strict=True) if len(set(seen)) > 1]:
+        detail = [f"{t}: {dict(zip(MODES, v, strict=False))}" for t, v in zip(expected, views, strict=True)]
+        detail = [d for d, t in zip(detail, expected, strict=True) if t in differ]
+        return failure(f"the harnesses disagree on {len(differ)} {what}: {detail[:3]}", [INCONSISTENT])
+    passed = [t for t, seen in zip(expected, views, strict=True) if seen[0] == "passed"]
+    missing = [t for t, seen in zip(expected, views, strict=True) if seen[0] == "missing"]
+    others = [t for t in expected if t not in passed and t not in missing]
+    total = len(expected)
+    if not missing and not others and any(r.mode == "pytest" and r.exit_code for r in runs):
+        return failure(f"pytest exited non-zero although every one of the {what} passed")
+    metrics = {"passed": float(len(passed)), "total": float(total), "resolved": float(len(passed) == total)}
+    error = None
+    if len(passed) < total:
+        error = f"{total - len(passed)} of {total} {what} failed: {[_short(t) for t in others][:5]}"
+        if missing:
+            error += f"; missing: {[_short(t) for t in missing][:5]}"
+        error += f"\n{runs[0].output[-FAILURE_OUTPUT:]}"
+    score = len(passed) / total if fractional else float(len(passed) == total)
+    return {"score": score, "metrics": metrics, "flags": [], "error": error}
+
+
+def outcomes(run: Run) -> dict[str, str]:
+    """Each reported test's outcome: failed if any phase failed, else skipped if any was, else passed."""
+    found: dict[str, str] = {}
+    rank = {"passed": 0, "skipped": 1, "failed": 2}
+    for record in run.records:
+        if record.get("t") == "report":
+            test_id, outcome = str(record.get("id")), str(record.get("outcome"))
+            outcome = outcome if outcome in rank else "failed"
+            if rank[outcome] >= rank[found.get(test_id, "passed")]:
+                found[test_id] = outcome
+    return found
+
+
+def failure(reason: str, flags: list[str] | None = None) -> dict[str, Any]:
+    label = f"{flags[0]}: " if flags else ""
+    return {"score": 0.0, "metrics": {"resolved": 0.0}, "flags": flags or [], "error": label + reason}
+
+
+def place_tests(root: str, tests: dict[str, bytes]) -> None:
+    """Write the pristine test files, replacing whatever stands at their paths."""
+    for rel, content in tests.items():
+        path = os.path.join(root, rel)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(content)
+
+
+def changed_tests(root: str, tests: dict[str, bytes]) -> str | None:
+    for rel, content in tests.items():
+        path = os.path.join(root, rel)
+        if os.path.islink(path) or not os.path.isfile(path):
+            return rel
+        with open(path, "rb") as f:
+            if f.read() != content:
+                return rel
+    return None
+
+
+def _distrust(run: Run) -> str | None:
+    if run.corrupt:
+        return run.corrupt
+    if run.held_open:
+        return "a process outlived the run and kept the result channel open"
+    tampered = [r.get("what") for r in run.records if r.get("t") == "tamper"]
+    return f"runner code replaced during the run: {tampered[0]}" if tampered else None
+
+
+def _short(test_id: str) -> str:
+    return test_id.rsplit("::", 1)[-1]

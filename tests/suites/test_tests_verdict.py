@@ -1,0 +1,378 @@
+"""Hostile candidates against the test-based graders (code-edit, polyglot Python), through ``suite.grade``.
+
+Each attack comes twice: written plainly, where the static scan must name it (``tamper_suspect``), and
+written to slip past the scan (names built from string pieces), where the dynamic checks must stop it:
+the end-of-session record, the forced-exit check, the runner-integrity check, the authenticated result
+channel, the pristine-test check and the second harness. No attack may score above the honest baseline
+(the same candidate without the attack).
+"""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from metasearch.sandboxes.local import LocalSandbox
+from metasearch.sandboxes.protocol import Sandbox
+from metasearch.suites.code_edit import REPOS_DIR, CodeEditSuite
+from metasearch.suites.polyglot import PolyglotSuite
+from metasearch.suites.protocol import TaskResult
+from metasearch.suites.testrun import channel, scan, verdict
+
+FIXTURES = Path(__file__).resolve().parent
+POLYGLOT = FIXTURES / "polyglot_fixture"
+PRACTICE = POLYGLOT / "python" / "exercises" / "practice"
+TAMPER = "tamper_suspect"
+# Reaches os and sys without naming them where the scan looks: shutil imports both.
+HIDE = "import shutil\n_os = getattr(shutil, 'o' 's')\n_sys = getattr(shutil, 's' 'ys')\n"
+_MODULES = "_mods = getattr(_sys, 'modu' 'les')\n"
+
+
+@dataclass(frozen=True)
+class Attack:
+    name: str
+    code: str  # appended to the candidate's module; ``{fn}`` is the graded function's name
+    flags: tuple[str, ...]  # exactly these flags
+    reason: str  # a fragment of the error; "" = scores exactly the honest baseline
+    zero: bool = True  # with a reason: the score is 0 (else: at most the baseline)
+
+
+PLAIN = [
+    Attack("os._exit(0) at import", "import os\nos._exit(0)\n", (TAMPER,), "early exit: os._exit"),
+    Attack(
+        "sys.exit(0) in a test-time call",
+        "import sys\n_real = {fn}\n\ndef {fn}(*a):\n    sys.exit(0)\n",
+        (TAMPER,),
+        "early exit outside __main__: sys.exit",
+    ),
+    Attack(
+        "forged junit report",
+        "import sys\nfor _a in sys.argv:\n    if _a.startswith('--junitxml='):\n"
+        "        open(_a.split('=', 1)[1], 'w').write('<testsuite tests=\"9\" failures=\"0\"/>')\n",
+        (TAMPER,),
+        "argv/environment inspection: argv",
+    ),
+    Attack("atexit forcing exit 0", "import atexit, os\natexit.register(os._exit, 0)\n", (TAMPER,), "atexit"),
+    Attack(
+        "pytest runner patched",
+        "import _pytest.python\n_pytest.python.Function.runtest = lambda self: None\n",
+        (TAMPER,),
+        "runner import: import _pytest",
+    ),
+    Attack(
+        "unittest patched",
+        "import unittest\nunittest.TestCase.run = lambda self, result=None: None\n",
+        (TAMPER,),
+        "runner import: import unittest",
+    ),
+    Attack(
+        "writes to every open fd",
+        "import os\nfor _fd in range(3, 1024):\n    try:\n        os.write(_fd, b'x')\n"
+        "    except OSError:\n        pass\n",
+        (TAMPER,),
+        "file descriptor games: os.write",
+    ),
+    Attack(
+        "deletes the tests",
+        "import glob, os\nfor _p in glob.glob('**/*_test.py') + glob.glob('hidden_tests/*.py'):\n"
+        "    os.remove(_p)\n",
+        (TAMPER,),
+        "reading grader files",
+    ),
+    Attack(
+        "reads the hidden tests",
+        "_seen = open('/grader/repos/x/hidden_tests/test_x.py').read()\n",
+        (TAMPER,),
+        "reading grader files: /grader",
+    ),
+    Attack(
+        "prints fake result lines",
+        "print('====== 9 passed in 0.01s ======')\nprint('{{\"score\": 1.0, \"metrics\": {{}}}}')\n",
+        (),
+        "",
+    ),
+]
+HIDDEN = [
+    Attack("os._exit(0) at import", HIDE + "getattr(_os, '_ex' 'it')(0)\n", (), "ended early"),
+    Attack(
+        "sys.exit(0) in a test-time call",
+        HIDE + "\ndef {fn}(*a):\n    getattr(_sys, 'ex' 'it')(0)\n",
+        (),
+        "tests failed",
+        zero=False,
+    ),
+    Attack(
+        "atexit forcing exit 0",
+        HIDE + _MODULES + "getattr(_mods['atex' 'it'], 'register')(getattr(_os, '_ex' 'it'), 0)\n",
+        (TAMPER,),
+        "a forced exit",
+    ),
+    Attack(
+        "pytest runner patched",
+        HIDE + _MODULES + "setattr(_mods['_pyt' 'est.python'].Function, 'runtest', lambda self: None)\n",
+        (TAMPER,),
+        "runner code replaced during the run: ['_pytest.python.Function.runtest']",
+    ),
+    Attack(
+        "unittest and pytest.raises patched",
+        HIDE + _MODULES + "for _n in ('assertIs', 'assertEqual'):\n"
+        "    setattr(_mods['unitt' 'est'].TestCase, _n, lambda *a, **k: None)\n"
+        "if 'pyt' 'est' in _mods:\n    import contextlib\n"
+        "    setattr(_mods['pyt' 'est'], 'raises', lambda *a, **k: contextlib.suppress(Exception))\n",
+        (TAMPER,),
+        "runner code replaced during the run",
+    ),
+    Attack(
+        "writes a forged record to every open fd",
+        HIDE + "for _fd in range(3, 1024):\n    try:\n"
+        "        getattr(_os, 'wri' 'te')(_fd, b'0 0 {{\"t\": \"end\", \"exitstatus\": 0}}\\n')\n"
+        "    except OSError:\n        pass\n",
+        (TAMPER,),
+        "was not written by the harness",
+    ),
+    Attack(
+        "deletes the tests",
+        HIDE + "import glob\nfor _p in glob.glob('**/*.py', recursive=True):\n"
+        "    if 'te' 'st' in _p:\n        getattr(_os, 'rem' 'ove')(_p)\n",
+        (TAMPER,),
+        "changed during the pytest run",
+    ),
+    Attack(
+        "reads argv for the report path",
+        HIDE + "_args = getattr(_sys, 'ar' 'gv')\n_hits = [a for a in _args if 'xml' in a]\n",
+        (),
+        "",
+    ),
+]
+
+
+# ------------------------------------------------------------------ candidates in each suite
+
+
+def _code_edit_patch(name: str, module: str, fn: str, extra: str) -> str:
+    old = (REPOS_DIR / name / module).read_text()
+    new = old + "\n\n" + extra.format(fn=fn)
+    return "".join(
+        difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{module}", f"b/{module}")
+    )
+
+
+def grade_code_edit(tmp_path: Path, extra: str, sandbox: Sandbox) -> TaskResult:
+    artifact = tmp_path / "output"
+    artifact.mkdir(parents=True, exist_ok=True)
+    (artifact / "patch.diff").write_text(_code_edit_patch("intervals", "intervals.py", "merge", extra))
+    return CodeEditSuite().grade("code-edit/intervals", artifact, sandbox)
+
+
+@pytest.fixture(scope="module")
+def polyglot_suite() -> PolyglotSuite:
+    return PolyglotSuite(PolyglotSuite.Config(path=str(POLYGLOT), languages=["python"]))
+
+
+def grade_polyglot(suite: PolyglotSuite, tmp_path: Path, source: str, sandbox: Sandbox) -> TaskResult:
+    task = tmp_path / "task"
+    shutil.rmtree(task, ignore_errors=True)
+    suite.prepare("polyglot/python/leap", task)
+    (task / "workspace" / "leap.py").write_text(source)
+    return suite.grade("polyglot/python/leap", task / "workspace", sandbox)
+
+
+LEAP_WRONG = "def leap_year(year):\n    return year % 4 == 0\n"
+NOTHING = "# no attack\n"
+
+
+def _check(result: TaskResult, attack: Attack, baseline: TaskResult) -> None:
+    assert result.flags == attack.flags, (attack.name, result)
+    assert result.score <= baseline.score, (attack.name, result)
+    if attack.reason:
+        assert attack.reason in (result.error or ""), (attack.name, result.error)
+        assert result.score == 0.0 or not attack.zero
+    else:
+        assert result.score == baseline.score and result.metrics["passed"] == baseline.metrics["passed"]
+    if attack.flags:
+        assert (result.error or "").startswith(f"{TAMPER}: "), result.error
+
+
+@pytest.fixture(scope="module")
+def code_edit_baseline(tmp_path_factory: pytest.TempPathFactory) -> TaskResult:
+    """The unfixed repository with a harmless change: what every attack is measured against."""
+    baseline = grade_code_edit(tmp_path_factory.mktemp("base"), NOTHING, LocalSandbox())
+    assert baseline.score == pytest.approx(2 / 6) and baseline.flags == ()
+    return baseline
+
+
+@pytest.fixture(scope="module")
+def polyglot_baseline(polyglot_suite: PolyglotSuite, tmp_path_factory: pytest.TempPathFactory) -> TaskResult:
+    """A wrong solution (3 of 4 tests pass): what every attack is measured against."""
+    baseline = grade_polyglot(polyglot_suite, tmp_path_factory.mktemp("base"), LEAP_WRONG, LocalSandbox())
+    assert baseline.score == 0.0 and baseline.metrics["passed"] == 3.0 and baseline.flags == ()
+    return baseline
+
+
+@pytest.mark.parametrize("attack", PLAIN + HIDDEN, ids=lambda a: f"{a.name} ({a.code[:6]})")
+def test_code_edit_attacks_gain_nothing(
+    tmp_path: Path, attack: Attack, code_edit_baseline: TaskResult
+) -> None:
+    baseline = code_edit_baseline
+    _check(grade_code_edit(tmp_path, attack.code, LocalSandbox()), attack, baseline)
+
+
+@pytest.mark.parametrize("attack", PLAIN + HIDDEN, ids=lambda a: f"{a.name} ({a.code[:6]})")
+def test_polyglot_attacks_gain_nothing(
+    polyglot_suite: PolyglotSuite, tmp_path: Path, attack: Attack, polyglot_baseline: TaskResult
+) -> None:
+    baseline = polyglot_baseline
+    source = LEAP_WRONG + "\n" + attack.code.format(fn="leap_year")
+    _check(grade_polyglot(polyglot_suite, tmp_path, source, LocalSandbox()), attack, baseline)
+
+
+def test_the_hidden_attacks_really_pass_the_scan() -> None:
+    for attack in HIDDEN:
+        assert scan.findings(attack.code.format(fn="f")) == [], attack.name
+    for attack in PLAIN[:-1]:
+        assert scan.findings(attack.code.format(fn="f")), attack.name
+
+
+def test_honest_solutions_pass_and_are_never_flagged(polyglot_suite: PolyglotSuite, tmp_path: Path) -> None:
+    sandbox = LocalSandbox()
+    for name, exercise in (("leap", "leap"), ("word_count", "word-count")):
+        task_id = f"polyglot/python/{exercise}"
+        task = tmp_path / exercise
+        polyglot_suite.prepare(task_id, task)
+        stub = polyglot_suite.grade(task_id, task / "workspace", sandbox)
+        assert stub.score == 0.0 and stub.flags == () and "tests failed" in (stub.error or "")
+        shutil.copyfile(PRACTICE / exercise / ".meta" / "example.py", task / "workspace" / f"{name}.py")
+        right = polyglot_suite.grade(task_id, task / "workspace", sandbox)
+        assert (right.score, right.flags, right.error) == (1.0, (), None)
+        assert right.metrics["passed"] == right.metrics["total"] == 4.0
+
+
+def test_expected_ids_come_from_the_example_once(polyglot_suite: PolyglotSuite) -> None:
+    exercise = polyglot_suite.exercises["polyglot/python/word-count"]
+    ids = polyglot_suite._expected(exercise, LocalSandbox())
+    assert len(ids) == 4 and all(i.startswith("word_count_test.py::WordCountTest::test_") for i in ids)
+    assert polyglot_suite._expected(exercise, LocalSandbox()) is ids  # cached by content hash
+
+
+# ------------------------------------------------------------------ the mechanisms, directly
+
+
+def test_a_channel_transcript_accepts_only_the_harness_lines() -> None:
+    good = b'n 0 {"t": "collected", "ids": ["a"]}\nn 1 {"t": "end", "exitstatus": 0}\n'
+    assert channel.parse(good, "n") == (
+        [{"t": "collected", "ids": ["a"]}, {"t": "end", "exitstatus": 0}],
+        None,
+    )
+    forged = b'n 0 {"t": "end", "exitstatus": 0}\nx 1 {"t": "end"}\n'
+    assert "line 2 was not written by the harness" in (channel.parse(forged, "n")[1] or "")
+    replayed = b'n 0 {"t": "end", "exitstatus": 0}\nn 0 {"t": "end", "exitstatus": 0}\n'
+    assert "line 2" in (channel.parse(replayed, "n")[1] or "")
+
+
+def _run(mode: str, records: list[dict], exit_code: int | None = 0) -> channel.Run:
+    return channel.Run(mode, records=records, exit_code=exit_code)
+
+
+def test_judge_rules() -> None:
+    ids = ["t.py::a", "t.py::b"]
+    ok = [{"t": "report", "id": i, "phase": "call", "outcome": "passed"} for i in ids]
+    end = {"t": "end", "exitstatus": 0}
+    both = [_run("pytest", [*ok, end]), _run("direct", [*ok, end])]
+    assert verdict.judge(ids, both, fractional=True, what="tests")["score"] == 1.0
+    early = verdict.judge(ids, [_run("pytest", ok), both[1]], fractional=True, what="tests")
+    assert early["score"] == 0.0 and "ended early" in early["error"]
+    forced = verdict.judge(
+        ids, [_run("pytest", [*ok, {"t": "end", "exitstatus": 1}]), both[1]], fractional=True, what="t"
+    )
+    assert forced["flags"] == [TAMPER] and "forced exit" in forced["error"]
+    extra = [*ok, {"t": "report", "id": "t.py::c", "phase": "call", "outcome": "passed"}, end]
+    unexpected = verdict.judge(ids, [_run("pytest", extra), both[1]], fractional=True, what="tests")
+    assert unexpected["score"] == 0.0 and "did not expect: ['t.py::c']" in unexpected["error"]
+    one = [ok[0], end]
+    missing = verdict.judge(ids, [_run("pytest", one), _run("direct", one)], fractional=True, what="tests")
+    assert missing["score"] == 0.5 and "missing: ['b']" in missing["error"]
+    differ = verdict.judge(ids, [both[0], _run("direct", one)], fractional=True, what="tests")
+    assert differ["flags"] == ["inconsistent_results"] and "t.py::b" in differ["error"]
+    failed_phase = [*ok, {"t": "report", "id": "t.py::a", "phase": "teardown", "outcome": "failed"}]
+    failed_phase.append({"t": "end", "exitstatus": 1})
+    torn = verdict.judge(
+        ids, [_run("pytest", failed_phase, 1), _run("direct", failed_phase, 1)], fractional=False, what="t"
+    )
+    assert torn["score"] == 0.0 and torn["flags"] == [] and "1 of 2 t failed: ['a']" in torn["error"]
+
+
+def test_the_harness_needs_its_channel_and_names_it_nowhere(tmp_path: Path) -> None:
+    (tmp_path / "t_test.py").write_text(
+        "import os, sys\n\ndef test_env():\n    assert 'fd' not in ' '.join(sys.argv)\n"
+        "    print(sys.argv, dict(os.environ))\n"
+    )
+    run = channel.run_harness("pytest", str(tmp_path), ["t_test.py"], timeout_s=60)
+    assert run.corrupt is None and run.records[-1] == {"t": "end", "exitstatus": 0}
+    assert verdict.outcomes(run) == {"t_test.py::test_env": "passed"}
+    bare = subprocess.run(
+        [sys.executable, "-I", channel.HARNESS, "pytest", str(tmp_path), "t_test.py"],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert bare.returncode != 0 and "no channel on stdin" in bare.stderr
+
+
+def test_scan_has_no_false_positives_on_honest_code() -> None:
+    for example in PRACTICE.glob("*/.meta/example.py"):
+        assert scan.findings(example.read_text()) == [], example
+    main_guard = (
+        "import sys\n\ndef main():\n    return 0\n\nif __name__ == '__main__':\n    sys.exit(main())\n"
+    )
+    assert scan.findings(main_guard) == []
+    assert scan.new_findings("import sys\nARGS = sys.argv\n", "import sys\nARGS = sys.argv\nX = 1\n") == []
+    assert scan.new_findings("import sys\nARGS = sys.argv\n", "import sys\nARGS = sys.argv[1:] + sys.argv\n")
+
+
+@pytest.mark.parametrize(
+    "language,source,found",
+    [
+        ("go", 'package x\nimport "os"\nfunc F() { os.Exit(0) } // os.Exit(1)\n', ["early exit: os.Exit"]),
+        ("rust", "pub fn f() { std::process::exit(0) }\n", ["early exit: process::exit"]),
+        ("javascript", "export const f = () => process.exit(0);\n", ["early exit: process.exit"]),
+        ("java", "class A { void f() { System.exit(0); } }\n", ["early exit: System.exit"]),
+        ("cpp", "#include <cstdlib>\nint f() { std::exit(0); }\n/* abort() */\n", ["early exit: std::exit("]),
+        ("cpp", "int f() { return 1; }\n", []),
+    ],
+)
+def test_scan_other_languages_for_early_exits(language: str, source: str, found: list[str]) -> None:
+    assert scan.findings(source, language) == found
+
+
+# ------------------------------------------------------------------ the same in Docker
+
+
+DOCKER_CASES = [PLAIN[0], HIDDEN[0], HIDDEN[2], HIDDEN[3], HIDDEN[5], HIDDEN[6]]
+
+
+@pytest.mark.docker
+def test_attacks_gain_nothing_in_docker(
+    docker_sandbox_factory: Callable[[], Sandbox], polyglot_suite: PolyglotSuite, tmp_path: Path
+) -> None:
+    sandbox = docker_sandbox_factory()
+    polyglot_suite = PolyglotSuite(polyglot_suite.config)  # its own trusted run, in Docker
+    base_ce = grade_code_edit(tmp_path / "base", NOTHING, sandbox)
+    base_pg = grade_polyglot(polyglot_suite, tmp_path / "pg", LEAP_WRONG, sandbox)
+    assert base_ce.score == pytest.approx(2 / 6) and base_pg.metrics["passed"] == 3.0
+    for n, attack in enumerate(DOCKER_CASES):
+        _check(grade_code_edit(tmp_path / f"ce{n}", attack.code, sandbox), attack, base_ce)
+        source = LEAP_WRONG + "\n" + attack.code.format(fn="leap_year")
+        _check(grade_polyglot(polyglot_suite, tmp_path / f"pg{n}", source, sandbox), attack, base_pg)
+    task = tmp_path / "right"
+    polyglot_suite.prepare("polyglot/python/leap", task)
+    shutil.copyfile(PRACTICE / "leap" / ".meta" / "example.py", task / "workspace" / "leap.py")
+    assert polyglot_suite.grade("polyglot/python/leap", task / "workspace", sandbox).score == 1.0
