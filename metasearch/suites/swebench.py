@@ -12,11 +12,22 @@ Visible to the agent: ``TASK.md`` and ``instance.json`` (id, repo, base commit, 
 the gold ``patch``, ``test_patch`` or test lists. The agent works in the instance image (``image_for``;
 repository at ``/testbed``) and writes ``git diff`` to ``output/patch.diff``.
 
-Grading runs ``python -m swebench.harness.run_evaluation`` for one instance with a fresh ``run_id`` (the
-harness caches by run id, not by patch) and reads its ``report.json``: score 1 if resolved, metrics with
-the FAIL_TO_PASS / PASS_TO_PASS pass fractions. The harness starts its own Docker containers, so the
-``sandbox`` argument is not used. Without the ``swebench`` package, ``needs()`` and ``grade`` raise
-``ConfigError``. Not verified offline: a real harness run (needs Docker Hub images or network to build them).
+Grading reads ``output/patch.diff`` (a link is refused, never followed) and first scans what the patch
+adds to Python files (``testrun/scan.py``: early exits, argv/environment inspection, runner or interpreter
+patching, file-descriptor games, paths of the grader's files), plus string literals that spell a result
+line the harness's log parser would trust (``... ok``, ``PASSED``) or the name of an expected test: a
+finding is flag ``tamper_suspect``, score 0, and the harness does not run. Then
+``python -m swebench.harness.run_evaluation`` runs for one instance with a fresh ``run_id`` (the harness
+caches by run id, not by patch) and its ``report.json`` is read: score 1 only when the harness says
+resolved **and** every expected test (the record's FAIL_TO_PASS + PASS_TO_PASS) is among its successes (a
+missing one is named in ``error``); metrics hold the FAIL_TO_PASS / PASS_TO_PASS pass fractions. The
+harness starts its own Docker containers, so the ``sandbox`` argument is not used. Without the
+``swebench`` package, ``needs()`` and ``grade`` raise ``ConfigError``.
+
+Not defended: the harness decides pass/fail by parsing the test command's log inside the instance
+container, where the candidate's code runs, so a forged result line built at run time still fools it
+(the scan only catches literal ones). Not verified offline: a real harness run (needs Docker Hub images or
+network to build them).
 """
 
 from __future__ import annotations
@@ -24,6 +35,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -37,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.sandboxes.protocol import Sandbox
 from metasearch.suites.protocol import Task, TaskResult
+from metasearch.suites.testrun import scan
 
 REQUIRED = (
     "instance_id",
@@ -116,6 +130,19 @@ DGM_MEDIUM = [
 SUBSETS = {"dgm-10": DGM_SMALL, "dgm-60": DGM_SMALL + DGM_MEDIUM}
 MODEL = "metasearch"
 APPLY_PATCH_FAIL = ">>>>> Patch Apply Failed"
+TAMPER = "tamper_suspect"
+PATCH_BYTES = 20 << 20
+# What the harness's log parsers take as a test result (pytest -rA, Django/unittest verbose, sympy).
+RESULT_MARKERS = (
+    "PASSED ",
+    "FAILED ",
+    " ... ok",
+    " ... FAIL",
+    " ... ERROR",
+    " ... skipped",
+    "[OK]",
+    "[FAIL]",
+)
 
 
 class SWEBenchSuite:
@@ -180,14 +207,25 @@ class SWEBenchSuite:
     def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
         instance = self._instance(task_id)
         self.needs()
-        patch_file = artifact_dir / "patch.diff"
-        if not patch_file.is_file():
-            return TaskResult(score=0.0, error="no patch: expected output/patch.diff")
-        patch = patch_file.read_text(errors="replace")
-        if not patch.strip():
-            return TaskResult(score=0.0, error="empty patch: output/patch.diff holds no changes")
+        patch = self.screen(task_id, artifact_dir)
+        if isinstance(patch, TaskResult):
+            return patch
         with tempfile.TemporaryDirectory(prefix="ms-swebench-") as tmp:
             return self._run_harness(instance, patch, Path(tmp))
+
+    def screen(self, task_id: str, artifact_dir: Path) -> str | TaskResult:
+        """The candidate's patch text, or the result that refuses it (missing, empty, tamper scan)."""
+        instance = self._instance(task_id)
+        patch = _read_patch(artifact_dir / "patch.diff")
+        if patch is None:
+            return TaskResult(score=0.0, error="no patch: expected output/patch.diff (a regular file)")
+        if not patch.strip():
+            return TaskResult(score=0.0, error="empty patch: output/patch.diff holds no changes")
+        names = {_test_name(t) for t in expected_ids(instance)}
+        markers = RESULT_MARKERS + tuple(sorted(n for n in names if len(n) >= 8))
+        if found := scan.patch_findings(patch, markers):
+            return TaskResult(score=0.0, flags=(TAMPER,), error=f"{TAMPER}: {', '.join(found[:3])}")
+        return patch
 
     def _run_harness(self, instance: dict[str, Any], patch: str, tmp: Path) -> TaskResult:
         iid = instance["instance_id"]
@@ -206,7 +244,7 @@ class SWEBenchSuite:
         except subprocess.TimeoutExpired as exc:
             raise InfrastructureError(f"swebench: the harness did not finish grading {iid}") from exc
         logs = tmp / "logs" / "run_evaluation" / run_id / MODEL / iid
-        return read_report(iid, logs, done.stdout + done.stderr)
+        return read_report(iid, logs, done.stdout + done.stderr, expected=expected_ids(instance))
 
     def _instance(self, task_id: str) -> dict[str, Any]:
         iid = task_id.split("/", 1)[-1]
@@ -215,8 +253,18 @@ class SWEBenchSuite:
         return self.instances[iid]
 
 
-def read_report(iid: str, logs: Path, output: str) -> TaskResult:
-    """The harness's ``report.json`` as a TaskResult; a patch that does not apply is the candidate's fault."""
+def expected_ids(instance: dict[str, Any]) -> list[str]:
+    """FAIL_TO_PASS + PASS_TO_PASS of a record (lists, or JSON strings of lists as the dataset has them)."""
+    ids: list[str] = []
+    for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+        value = instance.get(key) or []
+        ids += [str(t) for t in (json.loads(value) if isinstance(value, str) else value)]
+    return ids
+
+
+def read_report(iid: str, logs: Path, output: str, *, expected: Sequence[str] = ()) -> TaskResult:
+    """The harness's ``report.json`` as a TaskResult; a patch that does not apply is the candidate's fault.
+    With ``expected``, resolved also needs every expected test among the harness's successes."""
     report = logs / "report.json"
     if not report.is_file():
         log = logs / "run_instance.log"
@@ -228,17 +276,36 @@ def read_report(iid: str, logs: Path, output: str) -> TaskResult:
         )
     entry = json.loads(report.read_text()).get(iid, {})
     resolved = bool(entry.get("resolved"))
-    metrics = {"resolved": float(resolved)}
+    metrics: dict[str, float] = {}
+    passed: set[str] = set()
     for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
         status = (entry.get("tests_status") or {}).get(key) or {}
         ok, bad = len(status.get("success", [])), len(status.get("failure", []))
+        passed |= {str(t) for t in status.get("success", [])}
         if ok + bad:
             metrics[key.lower()] = ok / (ok + bad)
-    return TaskResult(
-        score=float(resolved),
-        metrics=metrics,
-        error=None if resolved else "not resolved: FAIL_TO_PASS or PASS_TO_PASS tests fail",
-    )
+    missing = [t for t in expected if t not in passed]
+    error = None if resolved else "not resolved: FAIL_TO_PASS or PASS_TO_PASS tests fail"
+    if resolved and missing:
+        resolved, error = False, f"not resolved: expected tests not reported passed: {missing[:5]}"
+    return TaskResult(score=float(resolved), metrics={"resolved": float(resolved), **metrics}, error=error)
+
+
+def _read_patch(path: Path) -> str | None:
+    """The patch text, or None when there is no regular file there; a link is never followed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        return f.read(PATCH_BYTES).decode("utf-8", "replace")
+
+
+def _test_name(test_id: str) -> str:
+    """The function part of a test id: pytest ``path::Class::name[param]``, Django ``name (module.Class)``."""
+    return test_id.split(" (", 1)[0].rsplit("::", 1)[-1].split("[", 1)[0]
 
 
 def _read(path: str | None) -> dict[str, dict[str, Any]]:

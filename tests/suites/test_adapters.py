@@ -16,7 +16,7 @@ from metasearch.sandboxes.protocol import Sandbox
 from metasearch.suites import polyglot, swebench
 from metasearch.suites.kernelbench import KernelBenchSuite
 from metasearch.suites.polyglot import PolyglotSuite
-from metasearch.suites.protocol import Suite
+from metasearch.suites.protocol import Suite, TaskResult
 from metasearch.suites.swebench import SWEBenchSuite
 
 # ---------------------------------------------------------------- KernelBench
@@ -411,6 +411,10 @@ def test_swebench_reads_harness_reports(tmp_path: Path) -> None:
     status["PASS_TO_PASS"]["failure"] = []
     (tmp_path / "report.json").write_text(json.dumps({iid: {"resolved": True, "tests_status": status}}))
     assert swebench.read_report(iid, tmp_path, "").score == 1.0
+    assert swebench.read_report(iid, tmp_path, "", expected=["a", "b", "c", "d"]).score == 1.0
+    # The harness saying "resolved" is not enough: every expected test must be among its successes.
+    short = swebench.read_report(iid, tmp_path, "", expected=["a", "b", "c", "d", "x"])
+    assert short.score == 0.0 and short.error == "not resolved: expected tests not reported passed: ['x']"
 
     (tmp_path / "report.json").unlink()
     (tmp_path / "run_instance.log").write_text(f"{swebench.APPLY_PATCH_FAIL}:\nerror: corrupt patch\n")
@@ -419,6 +423,36 @@ def test_swebench_reads_harness_reports(tmp_path: Path) -> None:
     (tmp_path / "run_instance.log").write_text("docker: cannot connect\n")
     with pytest.raises(InfrastructureError, match="cannot connect"):
         swebench.read_report(iid, tmp_path, "")
+
+
+def test_swebench_screens_patches_before_the_harness(tmp_path: Path) -> None:
+    suite = _sb(_instances_file(tmp_path / "i.json", ["owner__project-1"]))
+    task, out = "swebench/owner__project-1", tmp_path / "out"
+    out.mkdir()
+    assert swebench.expected_ids(suite.instances["owner__project-1"]) == [
+        "tests/t.py::test_hidden_fail",
+        "tests/t.py::test_hidden_pass",
+    ]
+    honest = "--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -1,2 +1,2 @@\n def f(x):\n-    return x\n+    return x + 1\n"
+    (out / "patch.diff").write_text(honest)
+    assert suite.screen(task, out) == honest
+    cases = {
+        "+import os\n+os._exit(0)\n": "pkg/core.py: early exit: os._exit",
+        "+import sys\n+OPTS = sys.argv[1:]\n": "argv/environment inspection: argv",
+        "+print('test_hidden_fail (tests.T) ... ok')\n": "result line:  ... ok",
+        "+NAME = 'test_hidden_fail'\n": "result line: test_hidden_fail",
+        "+import _pytest.runner\n": "runner import: import _pytest",
+    }
+    for added, reason in cases.items():
+        (out / "patch.diff").write_text(honest + added)
+        refused = suite.screen(task, out)
+        assert isinstance(refused, TaskResult) and refused.flags == ("tamper_suspect",), added
+        assert refused.score == 0.0 and reason in (refused.error or ""), refused
+    (out / "patch.diff").unlink()
+    (tmp_path / "secret").write_text("diff --git a/x b/x\n")
+    (out / "patch.diff").symlink_to(tmp_path / "secret")
+    linked = suite.screen(task, out)
+    assert isinstance(linked, TaskResult) and "no patch" in (linked.error or "")
 
 
 @pytest.mark.docker
