@@ -6,8 +6,11 @@ mounts. ``prepare`` copies the visible part to ``/task/repo`` as a fresh git rep
 ``git diff`` yields the artifact: a unified diff in ``output/patch.diff`` with paths relative to the
 repository root. The grader (``grade.py``) applies it to a pristine copy and runs the hidden tests.
 
-Score: fraction of hidden tests passed; metric ``resolved`` is all-or-nothing. A patch that touches any
-test file is refused with flag ``touched_tests``. Subsets: ``all`` and ``smoke`` (two tasks).
+Score: fraction of the expected hidden tests (collected on the pristine repository) that both grading
+harnesses report passed; metric ``resolved`` is all-or-nothing. A patch that touches any test file is
+refused with flag ``touched_tests``; one whose added code the tamper scan flags, or whose run forges,
+hides or disturbs results, scores 0 with flag ``tamper_suspect`` or ``inconsistent_results`` (see
+``grade.py`` and ``testrun/verdict.py``). Subsets: ``all`` and ``smoke`` (two tasks).
 
 Packaging note: ``ISSUE.md`` ships only from a source checkout until ``**/*.md`` is package data.
 """

@@ -163,4 +163,5 @@ def _read(path: str) -> str:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv)))
+    # The leading newline ends any partial line written to this stdout by someone else.
+    print("\n" + json.dumps(main(sys.argv)))

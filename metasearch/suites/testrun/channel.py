@@ -5,8 +5,9 @@ whose write end is placed at a random descriptor number (64-1023) and inherited 
 number and a random nonce travel on the child's stdin, which the harness reads first and closes, so
 neither appears in argv, the environment or a file. The grader reads at most ``CHANNEL_BYTES`` and
 accepts only lines ``"<nonce> <seq> <json>"`` with consecutive sequence numbers; anything else marks the
-run as ``corrupt`` (someone else wrote to the channel). After the run the whole process group is killed;
-a channel still held open by an escaped process two seconds later is reported as ``held_open``.
+run as ``corrupt`` (someone else wrote to the channel). After the run the whole process group is killed,
+then every orphan the run left (the grader is their subreaper, see ``guard_grader``); a channel still held
+open two seconds later is reported as ``held_open``.
 
 Stdlib only: the grading sandbox imports this file from its read-only mount (``/testrun``).
 """
@@ -14,6 +15,7 @@ Stdlib only: the grading sandbox imports this file from its read-only mount (``/
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hmac
 import json
 import os
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 
 HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "harness.py")
 CHANNEL_BYTES = 4 << 20
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 OUTPUT_CHARS = 3000
 
 
@@ -44,6 +47,7 @@ class Run:
 
 def run_harness(mode: str, root: str, files: list[str], *, timeout_s: float, python: str = "") -> Run:
     """Run the harness in ``mode`` (``pytest`` | ``collect`` | ``direct``) on ``files`` under ``root``."""
+    guard_grader()
     read_end, write_end = os.pipe()
     fd = _free_fd()
     os.dup2(write_end, fd, inheritable=True)
@@ -83,9 +87,10 @@ def run_harness(mode: str, root: str, files: list[str], *, timeout_s: float, pyt
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    kill_orphans()
     reader.join(2.0)
-    printer.join(2.0)
     run.held_open = reader.is_alive()
+    printer.join(0.5)
     if not run.held_open:  # else a thread still reads it; the grader exits soon anyway
         os.close(read_end)
     data = b"".join(chunks)
@@ -115,6 +120,55 @@ def parse(data: bytes, nonce: str) -> tuple[list[dict], str | None]:
             return records, f"result channel line {seq + 1} is not a record"
         records.append(record)
     return records, None
+
+
+def guard_grader() -> None:
+    """Make this (the grader's) process a child subreaper and not dumpable (Linux; a no-op elsewhere).
+
+    As a subreaper it inherits every process the test run orphans (``setsid`` and a double fork escape the
+    process group, not this), so ``kill_orphans`` can end them before the verdict is printed: nothing the
+    candidate started outlives the run to write after it. Not dumpable, its ``/proc/<pid>/fd``, ``mem`` and
+    ``environ`` are closed to the test process, which runs as the same user.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def kill_orphans() -> None:
+    """SIGKILL and reap every remaining child of this process (orphans re-parented to it included)."""
+    for _ in range(100):
+        children = _children()
+        if not children:
+            return
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in children:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def _children() -> list[int]:
+    me, found = os.getpid(), []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and int(fields[1]) == me:
+            found.append(int(entry))
+    return found
 
 
 def _drain(fd: int, sink: list[bytes], limit: int) -> None:
