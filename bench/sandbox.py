@@ -85,7 +85,7 @@ def run(argv: list[str] | None = None) -> int:
                 "target": "vs 1 worker",
             }
         )
-    sandbox.sweep(STUDY)
+    sandbox.sweep()
     if args.json:
         print(json.dumps(rows))
         return 0

@@ -19,6 +19,7 @@ from metasearch.errors import ConfigError
 from metasearch.manifest import format_validation_error
 from metasearch.proposers.gate import GateConfig
 from metasearch.registry import PROPOSERS, SCHEDULERS, SUITES, Registry
+from metasearch.sandboxes.protocol import ResolvedLimits
 from metasearch.types import Budget
 
 
@@ -73,8 +74,23 @@ class SandboxSection(_Strict):
     pids: int = Field(256, ge=16)
     output_bytes: int = Field(1_000_000, ge=1024)
     tmp_mb: int = Field(512, ge=16)
+    disk_mb: int = Field(1024, ge=16)
+    """Size of each writable area of a run (the task folder, a workspace). In Docker it is memory-backed,
+    like /tmp, so what a run writes there counts toward memory_mb too; a run that fills it fails with a
+    reason saying "disk limit"."""
     gpus: Literal["none", "all"] | list[str] = "none"
     gpu_share: int = Field(1, ge=1)
+
+    def limits(self) -> ResolvedLimits:
+        """Every sandbox run's limits (a run sets only its timeout, or asks for more memory for a grader)."""
+        return ResolvedLimits(
+            cpus=self.cpus,
+            memory_mb=self.memory_mb,
+            pids=self.pids,
+            output_bytes=self.output_bytes,
+            tmp_mb=self.tmp_mb,
+            disk_mb=self.disk_mb,
+        )
 
 
 class ServeSection(_Strict):

@@ -31,5 +31,10 @@ class InfrastructureError(MetasearchError):
         self.retryable = retryable
 
 
+class SandboxViolation(MetasearchError):
+    """Sandboxed code broke a rule of the sandbox (filled its disk area, planted a link out of a writable
+    mount, wrote ``.git``). The candidate's failure, recorded with this message as the reason."""
+
+
 class BudgetExhausted(MetasearchError):
     """A study-wide budget (tokens, cost) ran out while a job was running."""

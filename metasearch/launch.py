@@ -7,6 +7,7 @@ pieces from that frozen config, which is all ``metasearch resume`` needs.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,12 +16,15 @@ from typing import Any
 import yaml
 
 import metasearch
-from metasearch.archive import GitArchive
+from metasearch.archive import ArchiveIndex, GitArchive, read_index
+from metasearch.archive.git import study_id_of
+from metasearch.archive.plumbing import git
+from metasearch.archive.recovery import refuse_if_running
 from metasearch.config import ResolvedConfig, load_config_data
 from metasearch.errors import ConfigError
 from metasearch.events import Callback
 from metasearch.llm.service import LLMService, endpoint_configured
-from metasearch.manifest import load_manifest
+from metasearch.manifest import MANIFEST_NAME, Manifest, load_manifest, parse_manifest
 from metasearch.proposers.base import Proposer
 from metasearch.runner import Runner
 from metasearch.sandboxes.auto import make_sandbox
@@ -48,7 +52,7 @@ class Launched:
             self.llm.close()  # stops a managed vLLM server
         sweep = getattr(self.sandbox, "sweep", None)
         if callable(sweep):
-            sweep(self.archive.study)
+            sweep()
         if self.resolved.config.executor.name == "ray":
             from metasearch.sandboxes.ray_executor import stop_ray
 
@@ -89,6 +93,39 @@ def preflight(resolved: ResolvedConfig) -> list[Path]:
     return seeds
 
 
+MODEL_CODE_PROPOSERS = frozenset({"llm", "self"})
+
+
+def model_code(resolved: ResolvedConfig, seeds: Sequence[Manifest]) -> str | None:
+    """Why model-written code will run in this study's sandboxes (a proposer that writes code with a
+    model, or a seed that runs an LLM tool loop), or None."""
+    proposer = resolved.config.proposer
+    names = {proposer.name} | (
+        set(proposer.options().get("weights") or {}) if proposer.name == "mix" else set()
+    )
+    if names & MODEL_CODE_PROPOSERS:
+        return f"proposer {sorted(names & MODEL_CODE_PROPOSERS)[0]!r} runs code a model wrote"
+    for manifest in seeds:
+        if manifest.resources.llm:
+            return f"seed {manifest.name!r} runs an LLM tool loop"
+    return None
+
+
+def study_sandbox(
+    resolved: ResolvedConfig, *, study: str, study_id: str, seeds: Sequence[Manifest]
+) -> Sandbox:
+    """The study's sandbox, made before anything of the study is written or started."""
+    cfg = resolved.config
+    reserved = list(cfg.llm.serve.gpus) if cfg.llm.serve is not None else []
+    return make_sandbox(
+        cfg.sandbox,
+        study=study,
+        study_id=study_id,
+        reserved_gpus=reserved,
+        untrusted=model_code(resolved, seeds),
+    )
+
+
 def create(resolved: ResolvedConfig, study_dir: Path, *, callbacks: Sequence[Callback] = ()) -> Launched:
     seeds = preflight(resolved)
     # Build the plugins once before anything is written, so a plugin that cannot work fails cleanly.
@@ -97,33 +134,61 @@ def create(resolved: ResolvedConfig, study_dir: Path, *, callbacks: Sequence[Cal
     if callable(needs):  # e.g. a harness package the suite grades with
         needs()
     resolved.plugins["proposer"].create(study_dir=study_dir, llm=resolved.config.llm)
-    archive = GitArchive.create(study_dir, study=study_dir.name, config_text=resolved.to_yaml())
+    study_id = uuid.uuid4().hex
+    manifests = [load_manifest(path) for path in seeds]
+    sandbox = study_sandbox(resolved, study=study_dir.name, study_id=study_id, seeds=manifests)
+    archive = GitArchive.create(
+        study_dir, study=study_dir.name, config_text=resolved.to_yaml(), study_id=study_id
+    )
     try:
-        for path in seeds:
-            archive.add_seed(
-                load_manifest(path).name, path, job_id=f"seed-{path.name}", meta={"source": str(path)}
-            )
-        return _assemble(resolved, archive, callbacks)
+        for path, manifest in zip(seeds, manifests, strict=True):
+            archive.add_seed(manifest.name, path, job_id=f"seed-{path.name}", meta={"source": str(path)})
+        return _assemble(resolved, archive, callbacks, sandbox)
     except BaseException:
         archive.close()
         raise
 
 
-def reopen(study_dir: Path, overrides: Sequence[str] = (), *, callbacks: Sequence[Callback] = ()) -> Launched:
+def reopen(
+    study_dir: Path,
+    overrides: Sequence[str] = (),
+    *,
+    callbacks: Sequence[Callback] = (),
+    lease_timeout_s: float = 30.0,
+) -> Launched:
+    """Reopen a study to run it again. Refuses, before writing or starting anything, while another
+    process runs it (its lease is live); then claims the lease."""
     config_path = study_dir / "config.yaml"
     if not config_path.is_file():
         raise ConfigError(f"{study_dir}: not a study directory (no config.yaml)")
+    index = read_index(study_dir)
+    refuse_if_running(index, study_dir, lease_timeout_s)
     data: dict[str, Any] = yaml.safe_load(config_path.read_text()) or {}
     resolved = load_config_data(data, overrides)
-    archive = GitArchive.open(study_dir)
+    seeds = [parse_manifest(c) for c in _seed_manifests(study_dir, index)]
+    sandbox = study_sandbox(
+        resolved, study=index.study or study_dir.name, study_id=study_id_of(index, study_dir), seeds=seeds
+    )
+    archive = GitArchive.open(study_dir, lease_timeout_s=lease_timeout_s)
+    archive.heartbeat()
     try:
-        return _assemble(resolved, archive, callbacks)
+        return _assemble(resolved, archive, callbacks, sandbox)
     except BaseException:
+        archive.release()
         archive.close()
         raise
 
 
-def _assemble(resolved: ResolvedConfig, archive: GitArchive, callbacks: Sequence[Callback]) -> Launched:
+def _seed_manifests(study_dir: Path, index: ArchiveIndex) -> list[str]:
+    repo = study_dir / "repo"
+    return [
+        git(repo, "show", f"{a.commit}:{MANIFEST_NAME}") for a in index.agents.values() if a.parent_id is None
+    ]
+
+
+def _assemble(
+    resolved: ResolvedConfig, archive: GitArchive, callbacks: Sequence[Callback], sandbox: Sandbox
+) -> Launched:
     cfg = resolved.config
     suite: Suite = resolved.plugins["suite"].create()
     tasks = {t.id: t for t in suite.tasks()}
@@ -139,7 +204,7 @@ def _assemble(resolved: ResolvedConfig, archive: GitArchive, callbacks: Sequence
             on_charge=archive.add_usage,
         ).start(tracking_uri=cfg.tracking.mlflow.tracking_uri)
     try:
-        return _assemble_with(resolved, archive, callbacks, suite, tasks, llm)
+        return _assemble_with(resolved, archive, callbacks, suite, tasks, llm, sandbox)
     except BaseException:
         if llm is not None:
             llm.close()
@@ -153,22 +218,15 @@ def _assemble_with(
     suite: Suite,
     tasks: dict[str, Any],
     llm: LLMService | None,
+    sandbox: Sandbox,
 ) -> Launched:
     cfg = resolved.config
-    reserved = list(cfg.llm.serve.gpus) if cfg.llm.serve is not None else []
-    sandbox = make_sandbox(cfg.sandbox, study=archive.study, reserved_gpus=reserved)
-    sweep = getattr(sandbox, "sweep", None)
+    sweep = getattr(sandbox, "sweep", None)  # what a crashed run of this study (and no other) left
     if callable(sweep):
-        sweep(archive.study)
+        sweep()
     proposer: Proposer = resolved.plugins["proposer"].create(study_dir=archive.root, llm=llm or cfg.llm)
     scheduler = resolved.plugins["scheduler"].create()
-    limits = Limits(
-        cpus=cfg.sandbox.cpus,
-        memory_mb=cfg.sandbox.memory_mb,
-        pids=cfg.sandbox.pids,
-        output_bytes=cfg.sandbox.output_bytes,
-        tmp_mb=cfg.sandbox.tmp_mb,
-    )
+    limits = Limits()  # the sandbox holds the configured limits; tasks set the timeouts
     common: dict[str, Any] = {
         "archive": archive,
         "suite": suite,
@@ -188,7 +246,8 @@ def _assemble_with(
         runner = RayRunner(
             **common,
             executor=cfg.executor,
-            sandbox_section=cfg.sandbox,
+            # Workers sandbox as the head does: `auto` that found Docker here must not fall back to local there.
+            sandbox_section=cfg.sandbox.model_copy(update={"name": sandbox.name}),
             suite_name=cfg.suite.name,
             suite_options=cfg.suite.options(),
         )

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import shutil
 import tempfile
 import time
 from contextlib import AbstractContextManager, nullcontext
@@ -18,13 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metasearch.archive import GitArchive
-from metasearch.errors import ConfigError, InfrastructureError
+from metasearch.errors import ArchiveError, ConfigError, InfrastructureError, SandboxViolation
 from metasearch.events import Evaluated, Expanded, ExpansionRejected, InfraFailure, Outcome
 from metasearch.llm.gateway import FORWARDER_PATH, SOCKET_DIR, SOCKET_PATH
-from metasearch.manifest import load_manifest
+from metasearch.manifest import MANIFEST_NAME, load_manifest, parse_manifest
 from metasearch.proposers.base import ProposalContext, ProposalFailed, Proposer
 from metasearch.proposers.gate import GateConfig, check
 from metasearch.sandboxes.protocol import GIT_SAFE_ENV, ExecResult, Limits, Mount, RunSpec, Sandbox
+from metasearch.sandboxes.transfer import copy_nofollow, links_out_of, worktree_tampering
 from metasearch.suites.protocol import Suite, Task, TaskResult, grader_files
 from metasearch.types import Agent, Evaluate, Evaluation, Expand, Job
 
@@ -110,16 +109,20 @@ class Runner:
     def expand(self, job: Expand) -> Outcome:
         parent = self.archive.get(job.parent_id)
         log_dir = self.archive.log_dir(job.job_id)
+        try:  # from git, not the worktree: the gate must hold the parent's rules, whatever the child wrote
+            parent_manifest = parse_manifest(self.archive.read_text(parent.id, MANIFEST_NAME))
+        except (ConfigError, ArchiveError) as exc:
+            return ExpansionRejected(f"parent manifest invalid: {exc}")
         with self.archive.checkout(parent.id) as workspace:
-            try:
-                parent_manifest = load_manifest(workspace)
-            except ConfigError as exc:
-                return ExpansionRejected(f"parent manifest invalid: {exc}")
+            git_link = (workspace / ".git").read_bytes()
             context = self._context(job, parent, log_dir)
             try:
                 proposal = self.proposer.propose(parent, workspace, context)
-            except (ProposalFailed, ConfigError) as exc:
+            except (ProposalFailed, ConfigError, SandboxViolation) as exc:
                 return ExpansionRejected(f"proposer failed: {exc}")
+            tampered = worktree_tampering(workspace, git_link)
+            if tampered:
+                return ExpansionRejected(f"tampered worktree: {tampered}")
             diff = self.archive.workspace_diff(workspace)
             (log_dir / "proposal.diff").write_text(diff)
             verdict = check(diff, workspace, parent_manifest, self.sandbox, self.gate, self._labels(job))
@@ -206,11 +209,10 @@ def evaluate_in_sandbox(
         task_dir = Path(tmp) / "task"
         task_dir.mkdir()
         suite.prepare(task.id, task_dir)
-        _open_for_sandbox_user(task_dir)
         mounts = [Mount(agent_dir, AGENT_MOUNT, read_only=True), Mount(task_dir, TASK_MOUNT, read_only=False)]
         env = agent_env()
         if gw is not None:
-            mounts.append(Mount(gw.mount_dir, SOCKET_DIR, read_only=False))
+            mounts.append(Mount(gw.mount_dir, SOCKET_DIR))  # read-only: connecting to a socket needs no more
             env.update({"METASEARCH_LLM_SOCKET": SOCKET_PATH, "METASEARCH_LLM_FORWARDER": FORWARDER_PATH})
         spec = RunSpec(
             command=manifest.command("solve", task_dir=TASK_MOUNT, agent_dir=AGENT_MOUNT),
@@ -225,11 +227,15 @@ def evaluate_in_sandbox(
             _check_gateway(gw)
         _write_log(log_dir / "agent.log", result)
         artifact = task_dir / suite.artifact_path
-        _keep_artifact(artifact, log_dir / "artifact")
+        copy_nofollow(artifact, log_dir / "artifact", max_bytes=MAX_ARTIFACT_COPY_BYTES)
         if not result.ok:
             return TaskResult(
                 score=0.0, error=f"agent run failed: {result.reason or f'exit code {result.exit_code}'}"
             )
+        escaping = links_out_of(task_dir, "/task")  # a LocalSandbox run leaves what it wrote as it is
+        if artifact.is_symlink() or escaping:
+            refused = escaping[0] if escaping else f"link out of the tree: {TASK_MOUNT}/{suite.artifact_path}"
+            return TaskResult(score=0.0, error=f"agent run failed: {refused}")
         return suite.grade(task.id, artifact, sandbox)
 
 
@@ -246,14 +252,6 @@ def agent_env() -> dict[str, str]:
     }
 
 
-def _open_for_sandbox_user(task_dir: Path) -> None:
-    # The sandbox runs as an unprivileged uid; the task directory is its only writable place.
-    for root, dirs, _files in os.walk(task_dir):
-        for d in dirs:
-            os.chmod(Path(root) / d, 0o777)
-    os.chmod(task_dir, 0o777)
-
-
 def _write_log(path: Path, result: ExecResult) -> None:
     text = (
         f"# exit_code={result.exit_code} duration_s={result.duration_s:.2f} timed_out={result.timed_out} "
@@ -261,18 +259,6 @@ def _write_log(path: Path, result: ExecResult) -> None:
         f"## stdout\n{result.stdout[-MAX_LOG_BYTES:]}\n## stderr\n{result.stderr[-MAX_LOG_BYTES:]}\n"
     )
     path.write_text(text)
-
-
-def _keep_artifact(artifact: Path, dest: Path) -> None:
-    if not artifact.exists():
-        return
-    files = [p for p in artifact.rglob("*") if p.is_file()] if artifact.is_dir() else [artifact]
-    if sum(p.stat().st_size for p in files) > MAX_ARTIFACT_COPY_BYTES:
-        return
-    if artifact.is_dir():
-        shutil.copytree(artifact, dest, dirs_exist_ok=True, symlinks=True)
-    else:
-        shutil.copy2(artifact, dest)
 
 
 def _check_gateway(gw: Any) -> None:

@@ -268,8 +268,16 @@ class Study:
         stop: StopSignal | None = None,
         heartbeat_s: float = 5.0,
     ) -> str:
-        """Run jobs on ``workers`` threads until done; returns why it stopped (also ``self.stop_reason``)."""
-        stop = stop or StopSignal()
+        """Run jobs on ``workers`` threads until done; returns why it stopped (also ``self.stop_reason``).
+
+        Holds the study's lease meanwhile (renewed every ``heartbeat_s``), released however it ends."""
+        try:
+            return self._run(execute, workers, stop or StopSignal(), heartbeat_s)  # ends with finish()
+        except BaseException:
+            self.archive.release()
+            raise
+
+    def _run(self, execute: JobFunction, workers: int, stop: StopSignal, heartbeat_s: float) -> str:
         futures: dict[Future[Outcome], Job] = {}
         last_beat = 0.0
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="metasearch-job") as pool:

@@ -48,4 +48,4 @@ def docker_sandbox_factory():
 
     yield make
     for sandbox in made:
-        sandbox.sweep(sandbox.study)
+        sandbox.sweep()

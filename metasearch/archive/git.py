@@ -18,6 +18,7 @@ branches are written in-process where the repository layout allows (objects.py),
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
@@ -63,11 +64,13 @@ class GitArchive:
         self.repo = self.root / "repo"
         self.journal = journal
         self.study = self.index.study or self.root.name
+        self.study_id = study_id_of(self.index, self.root)
         self.host = socket.gethostname()
         tag = uuid.uuid4().hex[:8]
         self.owner = f"{self.host}:{os.getpid()}:{tag}"
         self._work = self.root / "work" / f"{self.host}_{os.getpid()}_{tag}"
         self._fast: bool | None = None  # commit and branch written in-process (see objects.py)
+        self._checkouts: dict[Path, str] = {}  # live worktree -> the commit it was made at
 
     @property
     def index(self) -> ArchiveIndex:
@@ -80,8 +83,10 @@ class GitArchive:
     # -- lifecycle --------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, root: Path, *, study: str, config_text: str) -> GitArchive:
-        """Make a new study directory; ArchiveError if ``root`` exists and is not an empty folder."""
+    def create(cls, root: Path, *, study: str, config_text: str, study_id: str | None = None) -> GitArchive:
+        """Make a new study directory; ArchiveError if ``root`` exists and is not an empty folder.
+
+        ``study_id`` (a fresh UUID if not given) names this study and no other, e.g. on its containers."""
         root = Path(root)
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
             raise ArchiveError(
@@ -93,7 +98,7 @@ class GitArchive:
             git(root / "repo", "config", key, value)
         (root / "config.yaml").write_text(config_text)
         journal = Journal(root / "journal.jsonl")
-        journal.append({"op": "study_created", "study": study})
+        journal.append({"op": "study_created", "study": study, "study_id": study_id or uuid.uuid4().hex})
         return cls(root, journal)
 
     @classmethod
@@ -262,35 +267,51 @@ class GitArchive:
         """Renew this process's lease; the caller calls it periodically (well inside the lease timeout)."""
         self.journal.append({"op": "lease", "owner": self.owner, "host": self.host, "pid": os.getpid()})
 
+    def release(self) -> None:
+        """Journal that this process no longer runs the study (its run ended, however it ended)."""
+        self.journal.append({"op": "lease_released", "owner": self.owner})
+
     def finish(self, reason: str) -> None:
-        self.journal.append({"op": "study_finished", "reason": reason})
+        """Journal that the run ended and why; this process's lease ends with it."""
+        self.journal.append({"op": "study_finished", "reason": reason, "owner": self.owner})
 
     # -- code -------------------------------------------------------------------------------------
 
     @contextmanager
     def checkout(self, agent_id: str) -> Iterator[Path]:
-        """A disposable worktree at the agent's commit (detached HEAD); removed on exit, even on errors."""
+        """A disposable worktree at the agent's commit (detached HEAD); removed on exit, even on errors.
+
+        Its content may have been written by a candidate: removal deletes the folder without following
+        anything in it (not ``git worktree remove``, which would read its ``.git``), then prunes git's entry.
+        """
         agent = self.get(agent_id)
         path = self._work / f"{agent_id}-{uuid.uuid4().hex[:8]}"
         with self.journal.locked():  # concurrent `git worktree add` races on .git/worktrees
             self._work.mkdir(parents=True, exist_ok=True)
             self._git("worktree", "add", "--detach", "-q", str(path), agent.commit)
+        self._checkouts[path] = agent.commit
         try:
             yield path
         finally:
+            self._checkouts.pop(path, None)
             with self.journal.locked():
-                if not self._git_ok("worktree", "remove", "--force", str(path)):
-                    shutil.rmtree(path, ignore_errors=True)
-                    self._git_ok("worktree", "prune")
+                shutil.rmtree(path, ignore_errors=True)
+                self._git_ok("worktree", "prune")
                 with contextlib.suppress(OSError):  # only empty when this was the process's last checkout
                     self._work.rmdir()
 
     def workspace_diff(self, workspace: Path) -> str:
-        """The change in a checked-out workspace against its commit, new files included, ignored ones not."""
-        workspace = Path(workspace)
-        tree = write_tree(self.repo, workspace, in_process=self._in_process())
-        base = git(workspace, "rev-parse", "HEAD").strip()
+        """The change in a workspace from ``checkout`` against its commit, new files included, ignored ones
+        not. Git never runs inside the workspace (a candidate may have rewritten its ``.git``)."""
+        base = self._checkouts.get(Path(workspace))
+        if base is None:
+            raise ArchiveError(f"{workspace}: not a live checkout of this archive")
+        tree = write_tree(self.repo, Path(workspace), in_process=self._in_process())
         return self._git("diff", "--binary", base, tree)
+
+    def read_text(self, agent_id: str, path: str) -> str:
+        """A file of the agent's commit, read from git (never from a worktree a candidate could write)."""
+        return self._git("show", f"{self.get(agent_id).commit}:{path}")
 
     def archive_bytes(self, agent_id: str) -> bytes:
         """The agent's files as an uncompressed tarball (how code travels to other machines)."""
@@ -310,6 +331,11 @@ class GitArchive:
 
     def _git_ok(self, *args: str) -> bool:
         return git_ok(self.repo, *args)
+
+
+def study_id_of(index: ArchiveIndex, root: Path) -> str:
+    """The study's unique id: the one written at creation, or (older studies) one derived from its path."""
+    return index.study_id or hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:32]
 
 
 def read_index(root: Path) -> ArchiveIndex:

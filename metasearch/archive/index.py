@@ -26,6 +26,7 @@ class ArchiveIndex:
     """
 
     study: str | None = None
+    study_id: str | None = None  # unique per study, written at creation (older studies have none)
     agents: dict[str, Agent] = field(default_factory=dict)
     agent_by_job: dict[str, str] = field(default_factory=dict)  # job id -> agent id
     evaluations: dict[str, Evaluation] = field(default_factory=dict)  # by job id
@@ -34,6 +35,7 @@ class ArchiveIndex:
     job_owner: dict[str, str] = field(default_factory=dict)
     leases: dict[str, dict[str, Any]] = field(default_factory=dict)  # owner -> last lease event
     last_seen: dict[str, float] = field(default_factory=dict)  # owner -> ts of its latest event
+    released: set[str] = field(default_factory=set)  # owners whose run ended (no lease since)
     closed: set[str] = field(default_factory=set)
     started: set[str] = field(default_factory=set)
     expansions_started: int = 0  # distinct expand jobs ever started (a retried job id counts once)
@@ -82,6 +84,7 @@ class ArchiveIndex:
         elif op == "lease":
             owner = str(event["owner"])
             self.leases[owner] = dict(event)
+            self.released.discard(owner)
             self.last_seen[owner] = max(self.last_seen.get(owner, 0.0), float(event.get("ts", 0.0)))
         elif op == "expansion_failed":
             self.failed_expansions.append(
@@ -95,10 +98,15 @@ class ArchiveIndex:
         elif op == "job_abandoned":
             if job_id is not None:
                 self.open_jobs.pop(job_id, None)
+        elif op == "lease_released":
+            self.released.add(str(event["owner"]))
         elif op == "study_created":
             self.study = event.get("study")
+            self.study_id = event.get("study_id")
         elif op == "study_finished":
             self.finished = event.get("reason")
+            if "owner" in event:
+                self.released.add(str(event["owner"]))
         if op in CLOSING_OPS and job_id is not None:
             self.closed.add(job_id)
             self.open_jobs.pop(job_id, None)

@@ -9,9 +9,12 @@ for longer than the lease timeout (its results, should it come back, are still a
 from __future__ import annotations
 
 import logging
+import socket
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from metasearch.archive.index import ArchiveIndex
 from metasearch.archive.plumbing import git, git_ok, pid_alive, prune_worktrees, sweep_temporary
 from metasearch.errors import ArchiveError
 
@@ -83,11 +86,36 @@ def reconcile_branches(archive: GitArchive) -> None:
 
 def owner_gone(archive: GitArchive, owner: str, now: float, lease_timeout_s: float) -> bool:
     """An owner is gone if its pid is dead on this host or it has been silent for too long."""
+    return _gone(archive.index, archive.host, owner, now, lease_timeout_s)
+
+
+def _gone(index: ArchiveIndex, this_host: str, owner: str, now: float, lease_timeout_s: float) -> bool:
     host, _, rest = owner.partition(":")
     pid = rest.split(":")[0]
-    if host == archive.host and not pid_alive(int(pid) if pid.isdigit() else -1):
+    if host == this_host and not pid_alive(int(pid) if pid.isdigit() else -1):
         return True
-    return now - archive.index.last_seen.get(owner, 0.0) > lease_timeout_s
+    return now - index.last_seen.get(owner, 0.0) > lease_timeout_s
+
+
+def live_owner(index: ArchiveIndex, lease_timeout_s: float) -> str | None:
+    """A process that holds the study's lease and is alive (its run has not ended), or None."""
+    now, host = time.time(), socket.gethostname()
+    for owner in index.leases:
+        if owner not in index.released and not _gone(index, host, owner, now, lease_timeout_s):
+            return owner
+    return None
+
+
+def refuse_if_running(index: ArchiveIndex, root: Path, lease_timeout_s: float) -> None:
+    """ArchiveError naming the live process when another run of this study is going on."""
+    owner = live_owner(index, lease_timeout_s)
+    if owner is None:
+        return
+    host, _, rest = owner.partition(":")
+    raise ArchiveError(
+        f"{root}: the study is being run by process {rest.split(':')[0]} on {host}; stop that run first "
+        f"(Ctrl-C there), or resume once it has been silent for {lease_timeout_s:g}s"
+    )
 
 
 def _worktrees_dead(archive: GitArchive, folder: str, now: float, lease_timeout_s: float) -> bool:

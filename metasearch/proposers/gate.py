@@ -2,8 +2,11 @@
 
 In order: the diff is non-empty and within size limits; it touches no protected path (the parent's
 manifest declares them; ``agent.toml``'s identity and grader files are always protected); the child's
-manifest still parses; the child's own smoke check passes in a sandbox. The first failing check is the
-rejection reason, recorded as a failed expansion with the diff kept in the logs.
+manifest still parses and keeps the parent's rules (same name and smoke command, every protected pattern);
+the parent's smoke command passes on the child's code in a sandbox. The rules always come from the
+parent's manifest as the archive holds it, never from the child's: a child that set its smoke to ``true``
+or unprotected its tests would otherwise admit itself and weaken every descendant's gate. The first failing
+check is the rejection reason, recorded as a failed expansion with the diff kept in the logs.
 """
 
 from __future__ import annotations
@@ -81,13 +84,22 @@ def check(
         return Verdict(
             False, f"manifest name changed from {parent_manifest.name!r} to {child_manifest.name!r}"
         )
-    if config.smoke and child_manifest.entry.smoke and sandbox is not None:
+    if child_manifest.entry.smoke != parent_manifest.entry.smoke:
+        return Verdict(
+            False,
+            f"manifest weakens the gate: smoke changed from {parent_manifest.entry.smoke!r} "
+            f"to {child_manifest.entry.smoke!r}",
+        )
+    dropped = [p for p in parent_manifest.protected if p not in child_manifest.protected]
+    if dropped:
+        return Verdict(False, f"manifest weakens the gate: unprotects {dropped}")
+    if config.smoke and parent_manifest.entry.smoke and sandbox is not None:
         spec = RunSpec(
-            command=child_manifest.command("smoke", agent_dir="/agent"),
+            command=parent_manifest.command("smoke", agent_dir="/agent"),
             mounts=(Mount(workspace, "/agent", read_only=True),),
             workdir="/agent",
             env={"PYTHONPATH": "/agent", "HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"},
-            limits=Limits(timeout_s=config.smoke_timeout_s),
+            limits=Limits(timeout_s=config.smoke_timeout_s),  # the rest: the sandbox's configured limits
             labels=labels or {},
         )
         result = sandbox.run(spec)

@@ -76,7 +76,7 @@ class SelfModifyProposer:
                 mounts=(
                     Mount(workspace, "/agent", read_only=False),
                     Mount(problem_dir, "/problem", read_only=True),
-                    Mount(gateway.mount_dir, SOCKET_DIR, read_only=False),
+                    Mount(gateway.mount_dir, SOCKET_DIR),  # read-only: connecting needs no more
                 ),
                 workdir="/agent",
                 env={

@@ -1,14 +1,20 @@
 """DockerSandbox: one locked-down container per command (docker-py).
 
-Defaults for untrusted, self-modified code: no network, read-only root filesystem, a small ``/tmp`` tmpfs,
-``cap_drop=ALL``, ``no-new-privileges``, an unprivileged user (65534), limits on CPUs, memory (no swap) and
-PIDs, bounded logs. Mounts are read-only unless a mount says otherwise; a writable mount's host directory
-is opened to the unprivileged user (``a+rwX``) because the container cannot run as the directory's owner.
+Defaults for untrusted, self-modified code: no network, read-only root filesystem, ``cap_drop=ALL``,
+``no-new-privileges``, an unprivileged user (65534), limits on CPUs, memory (no swap), PIDs and time, and
+bounded output. Read-only mounts are bind mounts. A writable mount is never a host directory: it is an
+in-memory filesystem of ``disk_mb`` inside the container (as ``/tmp`` is one of ``tmp_mb``); the host
+directory's files are copied in before the command and, after it, what the command left is copied back
+through ``transfer.unpack`` (links that leave the mount, ``.git``, special files and bytes beyond the bound
+refused). So nothing a candidate writes reaches the host disk unbounded, and the host never chmods, copies
+or follows anything inside a candidate's reach. A full disk area is the violation ``"disk limit ..."``.
 
-A timeout kills and removes the container (``Container.wait(timeout=...)`` alone leaves it running).
-Every container carries the labels ``metasearch.study`` and ``metasearch.job``; ``sweep(study)`` removes
-whatever a crashed run left behind. Images are never pulled: a missing image is an infrastructure error
-that says to run ``metasearch images build``.
+The command runs as an exec beside a holder process (see container.py), so the container and its files
+outlive it. A timeout ends the command's processes and reports ``timed_out``; an engine fault is an
+``InfrastructureError``; the two are never mixed. Every container carries the labels ``metasearch.study``,
+``metasearch.study_id`` (unique per study, written when it is created) and ``metasearch.job``; ``sweep``
+removes this study's leftovers by its id, never by a name another study could share. Images are never
+pulled: a missing image is an infrastructure error that says to run ``metasearch images build``.
 """
 
 from __future__ import annotations
@@ -16,22 +22,38 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import time
+import shutil
+import socket
+import tempfile
+import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metasearch.errors import InfrastructureError
+from metasearch.errors import InfrastructureError, SandboxViolation
+from metasearch.sandboxes.container import (
+    HOLDER_USER,
+    Finished,
+    exit_code,
+    kill_all,
+    probe,
+    run_exec,
+    stream_out,
+)
 from metasearch.sandboxes.gpus import GPUPool, device_requests
-from metasearch.sandboxes.protocol import ExecResult, Limits, RunSpec
+from metasearch.sandboxes.protocol import DEFAULT_LIMITS, ExecResult, Mount, ResolvedLimits, RunSpec
+from metasearch.sandboxes.transfer import ChunkReader, pack, replace_contents, scratch_beside, unpack
 
 log = logging.getLogger(__name__)
 
 LABEL_STUDY = "metasearch.study"
+LABEL_STUDY_ID = "metasearch.study_id"
 LABEL_JOB = "metasearch.job"
 LABEL_OWNER = "metasearch"
+FULL_BYTES = 1 << 20  # less free space than this in a disk area after a run: the candidate filled it
 
 
 class DockerSandbox:
@@ -45,16 +67,27 @@ class DockerSandbox:
         gpu_share: int = Field(1, ge=1)
         reserved_gpus: list[str] = Field(default_factory=list)
         gpus_per_job: int = Field(1, ge=0)
-        log_max_size: str = "20m"
         daemon_timeout_s: float = Field(60, gt=0)
 
-    def __init__(self, config: Config | None = None, *, study: str = "", client: Any = None) -> None:
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        study: str = "",
+        study_id: str | None = None,
+        limits: ResolvedLimits = DEFAULT_LIMITS,
+        client: Any = None,
+    ) -> None:
         import docker
 
         from metasearch.sandboxes.images import default_image_tag
 
         self.config = config or DockerSandbox.Config()
+        if self.config.user.split(":")[0] == HOLDER_USER.split(":")[0]:
+            raise ValueError(f"sandbox user {self.config.user} is the holder's ({HOLDER_USER})")
         self.study = study
+        self.study_id = study_id or uuid.uuid4().hex
+        self.limits = limits
         self.image = self.config.image or default_image_tag()
         try:
             self.client = client or docker.from_env(timeout=int(self.config.daemon_timeout_s))
@@ -68,48 +101,41 @@ class DockerSandbox:
     # -- the interface ----------------------------------------------------------------------------
 
     def run(self, spec: RunSpec) -> ExecResult:
-        started = time.monotonic()
-        with self._gpus(spec) as gpus:
-            container = self._create(spec, list(spec.command), gpus)
-            try:
-                container.start()
-                timed_out, code = self._wait(container, spec.limits.timeout_s)
-                container.reload()
-                oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
-                stdout, t1 = _capped(container.logs(stdout=True, stderr=False), spec.limits.output_bytes)
-                stderr, t2 = _capped(container.logs(stdout=False, stderr=True), spec.limits.output_bytes)
-            except InfrastructureError:
-                raise
-            except Exception as exc:
-                raise InfrastructureError(f"docker run failed: {exc}") from exc
-            finally:
-                self._remove(container)
-        return ExecResult(
-            exit_code=None if timed_out else code,
-            stdout=stdout,
-            stderr=stderr,
-            duration_s=time.monotonic() - started,
-            timed_out=timed_out,
-            oom_killed=oom,
-            truncated=t1 or t2,
-            reason=_reason(timed_out, oom, code, spec.limits),
-        )
+        limits = spec.limits.resolve(self.limits)
+        linked = _linked_source(spec)
+        if linked:
+            return ExecResult(None, "", "", 0.0, reason=linked, violation=linked)
+        with self._gpus(spec) as gpus, self._container(spec, limits, gpus) as container:
+            ran = run_exec(
+                container,
+                spec.command,
+                user=self.config.user,
+                workdir=spec.workdir,
+                env=_env(spec),
+                timeout_s=limits.timeout_s,
+                output_bytes=limits.output_bytes,
+            )
+            oom, violation = self._finish(container, spec, limits)
+        return _result(ran, oom, violation, limits)
 
     @contextlib.contextmanager
     def session(self, spec: RunSpec) -> Iterator[DockerSession]:
-        with self._gpus(spec) as gpus:
-            container = self._create(spec, ["sleep", "infinity"], gpus)
-            try:
-                container.start()
-                yield DockerSession(container, spec)
-            finally:
-                self._remove(container)
+        limits = spec.limits.resolve(self.limits)
+        linked = _linked_source(spec)
+        if linked:
+            raise SandboxViolation(linked)
+        with self._gpus(spec) as gpus, self._container(spec, limits, gpus) as container:
+            yield DockerSession(container, spec, limits, self.config.user)
+            _oom, violation = self._finish(container, spec, limits)
+        if violation:
+            raise SandboxViolation(violation)
 
-    def sweep(self, study: str | None = None) -> int:
-        """Remove every container of ``study`` (all metasearch containers if None). Returns how many."""
-        label = f"{LABEL_STUDY}={study}" if study else LABEL_OWNER
+    def sweep(self) -> int:
+        """Remove every container of this sandbox's study (by its unique id). Returns how many."""
         try:
-            containers = self.client.containers.list(all=True, filters={"label": label})
+            containers = self.client.containers.list(
+                all=True, filters={"label": f"{LABEL_STUDY_ID}={self.study_id}"}
+            )
         except Exception as exc:
             raise InfrastructureError(f"Docker daemon unreachable while sweeping: {exc}") from exc
         for c in containers:
@@ -128,19 +154,29 @@ class DockerSandbox:
         else:
             yield []
 
-    def create_kwargs(self, spec: RunSpec, command: Sequence[str], gpus: Sequence[str]) -> dict[str, Any]:
-        """The container settings (exposed so tests can check them without a GPU)."""
+    def create_kwargs(
+        self, spec: RunSpec, command: Sequence[str], gpus: Sequence[str], limits: ResolvedLimits | None = None
+    ) -> dict[str, Any]:
+        """The container settings (exposed so tests can check them without a GPU). ``command`` is what
+        the holder runs; the spec's command runs beside it (see container.py)."""
         from docker.types import LogConfig
 
-        limits = spec.limits
-        volumes = {}
-        for m in spec.mounts:
-            source = Path(m.source).resolve()
-            if not m.read_only:
-                _open_to_sandbox_user(source)
-            volumes[str(source)] = {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
+        limits = limits or spec.limits.resolve(self.limits)
         uid, _, gid = self.config.user.partition(":")
-        labels = {LABEL_OWNER: "1", LABEL_STUDY: self.study, **{k: str(v) for k, v in spec.labels.items()}}
+        owner = f"uid={uid},gid={gid or uid}"
+        volumes = {}
+        tmpfs = {"/tmp": f"rw,exec,nosuid,nodev,size={limits.tmp_mb}m,{owner},mode=1777"}
+        for m in spec.mounts:
+            if m.read_only:
+                volumes[str(Path(m.source).resolve())] = {"bind": m.target, "mode": "ro"}
+            else:
+                tmpfs[m.target] = f"rw,exec,nosuid,nodev,size={limits.disk_mb}m,{owner},mode=0755"
+        labels = {
+            LABEL_OWNER: "1",
+            LABEL_STUDY: self.study,
+            **{k: str(v) for k, v in spec.labels.items()},
+            LABEL_STUDY_ID: self.study_id,
+        }
         labels.setdefault(LABEL_JOB, "")
         return {
             "image": self.image,
@@ -151,23 +187,23 @@ class DockerSandbox:
             "read_only": True,
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
-            "user": self.config.user,
+            "user": HOLDER_USER,
             "nano_cpus": int(limits.cpus * 1e9),
             "mem_limit": f"{limits.memory_mb}m",
             "memswap_limit": f"{limits.memory_mb}m",
             "pids_limit": limits.pids,
-            "tmpfs": {"/tmp": f"rw,exec,size={limits.tmp_mb}m,uid={uid},gid={gid or uid}"},
+            "tmpfs": tmpfs,
             "volumes": volumes,
             "working_dir": spec.workdir,
-            "environment": {"HOME": "/tmp", "TMPDIR": "/tmp", **spec.env},
+            "environment": _env(spec),
             "init": True,
-            "log_config": LogConfig(
-                type="json-file", config={"max-size": self.config.log_max_size, "max-file": "1"}
-            ),
+            "log_config": LogConfig(type="none", config={}),
             "device_requests": device_requests(gpus),
         }
 
-    def _create(self, spec: RunSpec, command: Sequence[str], gpus: Sequence[str]) -> Any:
+    @contextlib.contextmanager
+    def _container(self, spec: RunSpec, limits: ResolvedLimits, gpus: Sequence[str]) -> Iterator[Any]:
+        """A started container with the writable mounts' inputs in place; removed on exit."""
         import docker
 
         try:
@@ -180,19 +216,108 @@ class DockerSandbox:
         except Exception as exc:
             raise InfrastructureError(f"Docker daemon unreachable: {exc}") from exc
         try:
-            return self.client.containers.create(**self.create_kwargs(spec, command, gpus))
+            container = self.client.containers.create(
+                **self.create_kwargs(spec, ["sleep", "infinity"], gpus, limits)
+            )
         except Exception as exc:
             raise InfrastructureError(f"cannot create container: {exc}") from exc
-
-    def _wait(self, container: Any, timeout_s: float) -> tuple[bool, int | None]:
         try:
-            status = container.wait(timeout=timeout_s)
-            return False, int(status.get("StatusCode", -1))
-        except Exception:
-            # The HTTP wait timed out: the container is still running. Kill it for real.
+            try:
+                container.start()
+            except Exception as exc:
+                raise InfrastructureError(f"cannot start container: {exc}") from exc
+            for m in spec.mounts:
+                if not m.read_only:
+                    self._fill(container, m, limits)
+            yield container
+        finally:
+            self._remove(container)
+
+    def _fill(self, container: Any, mount: Mount, limits: ResolvedLimits) -> None:
+        """Copy a writable mount's host files into its disk area (extracted by the sandbox user)."""
+        source = Path(mount.source)
+        if source.is_symlink() or not source.is_dir():
+            raise InfrastructureError(f"writable mount {source} is not a directory", retryable=False)
+        api = self.client.api
+        with tempfile.SpooledTemporaryFile(max_size=32 << 20) as data:
+            pack(source, data)
+            data.seek(0)
+            try:
+                exec_id = api.exec_create(
+                    container.id,
+                    ["tar", "-x", "-f", "-", "-C", mount.target],
+                    stdin=True,
+                    user=self.config.user,
+                )["Id"]
+                conn = api.exec_start(exec_id, socket=True)
+                raw = getattr(conn, "_sock", conn)
+                while chunk := data.read(1 << 20):
+                    raw.sendall(chunk)
+                raw.shutdown(socket.SHUT_WR)
+                replies = b""
+                while block := raw.recv(65536):
+                    replies = (replies + block)[-4000:]
+                conn.close()
+            except Exception as exc:
+                raise InfrastructureError(f"cannot copy inputs into the sandbox: {exc}") from exc
+            code = exit_code(container, exec_id)
+        if code:
+            message = replies.decode("utf-8", "replace")
+            if "No space left" in message:
+                raise InfrastructureError(
+                    f"the inputs of {mount.target} do not fit the sandbox disk limit ({limits.disk_mb} MB): "
+                    "raise sandbox.disk_mb",
+                    retryable=False,
+                )
+            raise InfrastructureError(
+                f"cannot copy inputs into {mount.target} (tar exit {code}): {message[-500:]}"
+            )
+
+    def _finish(self, container: Any, spec: RunSpec, limits: ResolvedLimits) -> tuple[bool, str | None]:
+        """End the command's processes, then read the OOM count, the disk areas, and the outputs back."""
+        writable = [m for m in spec.mounts if not m.read_only]
+        if not kill_all(container, self.config.user):
             with contextlib.suppress(Exception):
                 container.kill()
-            return True, None
+            lost = "outputs lost: the sandbox's processes could not be stopped (process limit)"
+            return False, lost if writable else None
+        oom, space = probe(container, self.config.user, [*(m.target for m in writable), "/tmp"])
+        violation = None
+        for m in writable:
+            free, _size = space.get(m.target, (FULL_BYTES, 0))
+            if free < FULL_BYTES:
+                violation = violation or f"disk limit ({limits.disk_mb} MB) reached in {m.target}"
+        if space.get("/tmp", (FULL_BYTES, 0))[0] < FULL_BYTES:
+            violation = violation or f"disk limit ({limits.tmp_mb} MB) reached in /tmp"
+        for m in writable:
+            refused = self._collect(container, m, limits)
+            violation = violation or refused
+        return oom > 0, violation
+
+    def _collect(self, container: Any, mount: Mount, limits: ResolvedLimits) -> str | None:
+        """Replace the host directory's content by what the command left in its disk area."""
+        source = Path(mount.source)
+        scratch = scratch_beside(source)
+        try:
+            chunks, exec_id = stream_out(
+                container, ["tar", "-c", "-f", "-", "-C", mount.target, "."], self.config.user
+            )
+            reader = ChunkReader(chunks)
+            refused = unpack(
+                reader, scratch, max_bytes=(limits.disk_mb << 20) + FULL_BYTES, label=mount.target
+            )
+            try:
+                reader.drain()
+            except Exception as exc:
+                raise InfrastructureError(f"reading outputs from the sandbox failed: {exc}") from exc
+            code = exit_code(container, exec_id)
+            if code and not refused:
+                refused = f"output of {mount.target} could not be read completely (tar exit {code})"
+            replace_contents(source, scratch)
+            return refused
+        finally:
+            if scratch.exists():
+                shutil.rmtree(scratch, ignore_errors=True)
 
     def _remove(self, container: Any) -> None:
         try:
@@ -205,39 +330,54 @@ class DockerSandbox:
 class DockerSession:
     """Commands in one running container (``docker exec``), each bounded by ``timeout``."""
 
-    def __init__(self, container: Any, spec: RunSpec) -> None:
+    def __init__(self, container: Any, spec: RunSpec, limits: ResolvedLimits, user: str) -> None:
         self.container = container
         self.spec = spec
+        self.limits = limits
+        self.user = user
 
     def exec(self, command: Sequence[str], *, timeout_s: float | None = None) -> ExecResult:
-        timeout = timeout_s or self.spec.limits.timeout_s
-        started = time.monotonic()
-        wrapped = ["timeout", "-s", "KILL", f"{timeout:g}", *command]
-        try:
-            code, (out, err) = self.container.exec_run(
-                wrapped,
-                demux=True,
-                user=self.container.attrs.get("Config", {}).get("User") or "",
-                workdir=self.spec.workdir,
-                environment={"HOME": "/tmp", **self.spec.env},
-            )
-        except Exception as exc:
-            raise InfrastructureError(f"docker exec failed: {exc}") from exc
-        stdout, t1 = _capped(out or b"", self.spec.limits.output_bytes)
-        stderr, t2 = _capped(err or b"", self.spec.limits.output_bytes)
-        timed_out = code == 137 and time.monotonic() - started >= timeout - 0.5
-        return ExecResult(
-            exit_code=None if timed_out else code,
-            stdout=stdout,
-            stderr=stderr,
-            duration_s=time.monotonic() - started,
-            timed_out=timed_out,
-            truncated=t1 or t2,
-            reason=_reason(timed_out, False, code, Limits(timeout_s=timeout)),
+        timeout = timeout_s or self.limits.timeout_s
+        ran = run_exec(
+            self.container,
+            command,
+            user=self.user,
+            workdir=self.spec.workdir,
+            env=_env(self.spec),
+            timeout_s=timeout,
+            output_bytes=self.limits.output_bytes,
         )
+        return _result(ran, False, None, replace(self.limits, timeout_s=timeout))
 
 
-def _reason(timed_out: bool, oom: bool, code: int | None, limits: Limits) -> str | None:
+def _env(spec: RunSpec) -> dict[str, str]:
+    return {"HOME": "/tmp", "TMPDIR": "/tmp", **spec.env}
+
+
+def _linked_source(spec: RunSpec) -> str | None:
+    """A mount whose source is itself a link is refused: the host would mount what the link names."""
+    for m in spec.mounts:
+        if os.path.islink(m.source):
+            return f"refused mount {m.target}: its source {m.source} is a link"
+    return None
+
+
+def _result(ran: Finished, oom: bool, violation: str | None, limits: ResolvedLimits) -> ExecResult:
+    reason = _reason(ran.timed_out, oom, ran.exit_code, limits)
+    return ExecResult(
+        exit_code=ran.exit_code,
+        stdout=ran.stdout,
+        stderr=ran.stderr,
+        duration_s=ran.duration_s,
+        timed_out=ran.timed_out,
+        oom_killed=oom,
+        truncated=ran.truncated,
+        reason=reason if ran.timed_out or not violation else violation,
+        violation=violation,
+    )
+
+
+def _reason(timed_out: bool, oom: bool, code: int | None, limits: ResolvedLimits) -> str | None:
     if timed_out:
         return f"timeout after {limits.timeout_s:g}s"
     if oom:
@@ -247,23 +387,3 @@ def _reason(timed_out: bool, oom: bool, code: int | None, limits: Limits) -> str
     if code:
         return f"exit code {code}"
     return None
-
-
-def _capped(data: bytes, cap: int) -> tuple[str, bool]:
-    if len(data) <= cap:
-        return data.decode("utf-8", "replace"), False
-    dropped = len(data) - cap
-    text = data[: cap // 2] + f"\n[... {dropped} bytes of output dropped ...]\n".encode() + data[-cap // 2 :]
-    return text.decode("utf-8", "replace"), True
-
-
-def _open_to_sandbox_user(path: Path) -> None:
-    if path.is_file():
-        os.chmod(path, 0o666)
-        return
-    for root, dirs, files in os.walk(path):
-        os.chmod(root, 0o777)
-        for name in files:
-            with contextlib.suppress(OSError):
-                os.chmod(os.path.join(root, name), 0o666)
-        dirs[:] = [d for d in dirs if d != ".git"]

@@ -23,11 +23,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from metasearch.sandboxes.protocol import ExecResult, Limits, Mount, RunSpec
+from metasearch.sandboxes.protocol import DEFAULT_LIMITS, ExecResult, Mount, ResolvedLimits, RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +63,17 @@ class LocalSandbox:
     class Config(BaseModel):
         model_config = ConfigDict(extra="forbid")
 
-    def __init__(self, config: Config | None = None, *, study: str = "", **_: object) -> None:
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        study: str = "",
+        limits: ResolvedLimits = DEFAULT_LIMITS,
+        **_: object,
+    ) -> None:
         self.config = config or LocalSandbox.Config()
         self.study = study
+        self.limits = limits
 
     def run(self, spec: RunSpec) -> ExecResult:
         with tempfile.TemporaryDirectory(prefix="ms-local-") as tmp:
@@ -76,7 +85,7 @@ class LocalSandbox:
             if not cwd.exists():
                 cwd = root / "tmp"
             command = [paths(arg) for arg in spec.command]
-            return _run_group(command, cwd, env, spec.limits, root)
+            return _run_group(command, cwd, env, spec.limits.resolve(self.limits), root)
 
     @contextlib.contextmanager
     def session(self, spec: RunSpec) -> Iterator[LocalSession]:
@@ -84,9 +93,8 @@ class LocalSandbox:
             root = Path(tmp)
             paths = PathMap(root / "root", spec.mounts)
             (root / "tmp").mkdir()
-            yield LocalSession(
-                paths, self._env(spec.env, paths, root / "tmp"), paths(spec.workdir), spec.limits, root
-            )
+            env = self._env(spec.env, paths, root / "tmp")
+            yield LocalSession(paths, env, paths(spec.workdir), spec.limits.resolve(self.limits), root)
 
     def _env(self, extra: Mapping[str, str], paths: PathMap, tmp: Path) -> dict[str, str]:
         # No host environment: only a PATH that finds this interpreter first, and what the spec sets.
@@ -99,17 +107,17 @@ class LocalSandbox:
 
 
 class LocalSession:
-    def __init__(self, paths: PathMap, env: dict[str, str], workdir: str, limits: Limits, root: Path) -> None:
+    def __init__(
+        self, paths: PathMap, env: dict[str, str], workdir: str, limits: ResolvedLimits, root: Path
+    ) -> None:
         self.paths, self.env, self.workdir, self.limits, self.root = paths, env, workdir, limits, root
 
     def exec(self, command: Sequence[str], *, timeout_s: float | None = None) -> ExecResult:
-        limits = (
-            self.limits if timeout_s is None else Limits(**{**self.limits.__dict__, "timeout_s": timeout_s})
-        )
+        limits = self.limits if timeout_s is None else replace(self.limits, timeout_s=timeout_s)
         return _run_group([self.paths(a) for a in command], Path(self.workdir), self.env, limits, self.root)
 
 
-def _limit_resources(limits: Limits) -> None:
+def _limit_resources(limits: ResolvedLimits) -> None:
     """Runs in the child before exec."""
     cpu = int(limits.timeout_s * max(1.0, limits.cpus)) + 5
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
@@ -122,7 +130,9 @@ def _limit_resources(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (address, address))
 
 
-def _run_group(command: list[str], cwd: Path, env: dict[str, str], limits: Limits, root: Path) -> ExecResult:
+def _run_group(
+    command: list[str], cwd: Path, env: dict[str, str], limits: ResolvedLimits, root: Path
+) -> ExecResult:
     started = time.monotonic()
     out_path, err_path = root / "stdout", root / "stderr"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:

@@ -59,6 +59,7 @@ def _remote_evaluate(
     suite_options: dict[str, Any],
     sandbox_options: dict[str, Any],
     study: str,
+    study_id: str,
     limits: Limits,
     labels: dict[str, str],
     llm: RemoteLLM | None = None,
@@ -69,7 +70,7 @@ def _remote_evaluate(
 
     cls = SUITES.resolve(suite_name)
     suite = cls(cls.Config.model_validate(suite_options))
-    sandbox = make_sandbox(SandboxSection.model_validate(sandbox_options), study=study)
+    sandbox = make_sandbox(SandboxSection.model_validate(sandbox_options), study=study, study_id=study_id)
     with tempfile.TemporaryDirectory(prefix="ms-ray-") as tmp:
         agent_dir, log_dir = Path(tmp) / "agent", Path(tmp) / "logs"
         agent_dir.mkdir()
@@ -123,6 +124,7 @@ class RayRunner(Runner):
             self.suite_options,
             self.sandbox_section.model_dump(),
             self.archive.study,
+            self.archive.study_id,
             self.limits,
             self._labels(job),
             self.llm.remote() if self.llm is not None else None,

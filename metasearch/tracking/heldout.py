@@ -91,14 +91,15 @@ def run_gate(
     if not tasks:
         raise ConfigError(f"gate: suite {gate.suite!r} has no {subset!r} tasks to re-evaluate on")
     s = cfg.sandbox
-    limits = Limits(
-        cpus=s.cpus, memory_mb=s.memory_mb, pids=s.pids, output_bytes=s.output_bytes, tmp_mb=s.tmp_mb
-    )
+    limits = Limits()  # the sandbox holds the configured limits; tasks set the timeouts
     scores: dict[str, float] = {}
     errors: dict[str, str] = {}
     with GitArchive.open(study_dir, readonly=True) as archive:
-        archive.get(agent_id)
-        box = sandbox or make_sandbox(s, study=f"{archive.study}-promote")
+        written_by = archive.get(agent_id).meta.get("proposer")
+        untrusted = (
+            f"agent was written by the {written_by!r} proposer" if written_by in ("llm", "self") else None
+        )
+        box = sandbox or make_sandbox(s, study=f"{archive.study}-promote", untrusted=untrusted)
         labels = {"metasearch.study": archive.study, "metasearch.role": "promotion"}
         try:
             with archive.checkout(agent_id) as agent_dir:
@@ -112,5 +113,5 @@ def run_gate(
         finally:
             sweep = getattr(box, "sweep", None)
             if sandbox is None and callable(sweep):
-                sweep(getattr(box, "study", ""))
+                sweep()
     return GateResult(gate.suite, gate.threshold, subset, scores, errors)

@@ -58,7 +58,7 @@ def test_an_agent_in_docker_reaches_the_model_only_through_the_gateway(
             result = sandbox.run(
                 RunSpec(
                     command=["python3", "/agent/agent.py"],
-                    mounts=(Mount(tmp_path, "/agent"), Mount(gw.mount_dir, SOCKET_DIR, read_only=False)),
+                    mounts=(Mount(tmp_path, "/agent"), Mount(gw.mount_dir, SOCKET_DIR)),
                     workdir="/agent",
                     env={"METASEARCH_LLM_SOCKET": SOCKET_PATH},
                     limits=Limits(timeout_s=120),

@@ -87,7 +87,7 @@ def test_metasearch_serves_a_tiny_llama_with_vllm_cpu(docker_sandbox_factory, tm
                     command=["python3", "/agent/agent.py"],
                     mounts=(
                         Mount(tmp_path / "agent", "/agent"),
-                        Mount(gw.mount_dir, SOCKET_DIR, read_only=False),
+                        Mount(gw.mount_dir, SOCKET_DIR),
                     ),
                     env={"METASEARCH_LLM_SOCKET": SOCKET_PATH},
                     workdir="/agent",

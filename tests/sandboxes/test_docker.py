@@ -9,6 +9,7 @@ import docker
 import pytest
 
 from metasearch.errors import InfrastructureError
+from metasearch.sandboxes.container import HOLDER_USER
 from metasearch.sandboxes.docker import DockerSandbox
 from metasearch.sandboxes.gpus import GPUPool
 from metasearch.sandboxes.protocol import Limits, Mount, RunSpec
@@ -57,9 +58,10 @@ def test_settings_reach_the_engine(docker_sandbox_factory) -> None:
             and host["MemorySwap"] == 256 << 20
         )
         assert host["PidsLimit"] == 64
-        assert container.attrs["Config"]["User"] == "65534:65534"
+        assert container.attrs["Config"]["User"] == HOLDER_USER, "the command itself runs as 65534 beside it"
         assert (
             container.labels["metasearch.study"] == "pytest"
+            and container.labels["metasearch.study_id"] == sandbox.study_id
             and container.labels["metasearch.job"] == "j-settings"
         )
     finally:
