@@ -16,12 +16,15 @@ a finding is flag ``tamper_suspect``, score 0). Python: the expected test ids co
 the exercise's example solution in place (cached per exercise content hash, one extra sandbox run the
 first time); the candidate passes only when pytest with our reporter *and* our own unittest runner, each
 over a private channel, report every expected test passed (see ``testrun/verdict.py`` for every failure
-and flag). Other languages: the test command's exit status, guarded only by the early-exit scan
-(``os.Exit``, ``std::process::exit``, ``process.exit``, ``System.exit``, ``exit``/``abort``/``_Exit``).
+and flag). Rust: the same expected-ids rule over libtest's per-test lines on stdout and its ``--logfile``,
+which must agree (``testrun/libtest.py``; weaker: both come from the test process), and a Cargo.toml that
+changes the harness or adds a build script is flagged. Go, JavaScript, Java and C++: the test command's
+exit status, guarded only by the early-exit scan (``os.Exit``, ``process.exit``, ``System.exit``,
+``exit``/``abort``/``_Exit``); so is any language whose ``test_commands`` entry is overridden.
 
-Not verified offline: the non-Python test commands (they need the multi-toolchain image: cargo, go, node
-with jest pre-installed, cmake, a JDK with gradle; override per language with ``test_commands``), and
-per-test results for them. Only Python grading runs in the local sandbox.
+Not verified offline: the Go, JavaScript, Java and C++ test commands (they need the multi-toolchain image:
+go, node with jest pre-installed, cmake, a JDK with gradle; override per language with ``test_commands``).
+Rust grading was checked with a host cargo on benchmark-shaped fixtures, not in that image.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from metasearch.suites.kernelbench import hash_files
 from metasearch.suites.protocol import Task, TaskResult
 
 log = logging.getLogger(__name__)
+PER_TEST = ("python", "rust")  # languages graded test by test against expected ids (others: exit status)
 LANGUAGES = ("cpp", "go", "java", "javascript", "python", "rust")
 TEST_COMMANDS = {
     "python": "python3 -m pytest -q -p no:cacheprovider",
@@ -214,7 +218,7 @@ class PolyglotSuite:
         ex = self._exercise(task_id)
         artifact_dir.mkdir(parents=True, exist_ok=True)
         spec = self._spec(ex)
-        if ex.language == "python":
+        if ex.language in PER_TEST and ex.language not in self.config.test_commands:
             spec["expected"] = self._expected(ex, sandbox)
         return parse_grader_output(self._run(ex, "grade", spec, artifact_dir, sandbox))
 
@@ -226,7 +230,7 @@ class PolyglotSuite:
             "test": list(ex.tests),
             "example": list(ex.examples),
             "command": self.config.test_commands.get(ex.language, TEST_COMMANDS[ex.language]),
-            "run_timeout": run_budget(timeout, 2 if ex.language == "python" else 1),
+            "run_timeout": run_budget(timeout, 2 if ex.language == "python" else len(ex.tests) or 1),
         }
 
     def _run(

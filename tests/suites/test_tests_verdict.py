@@ -10,6 +10,8 @@ channel, the pristine-test check and the second harness. No attack may score abo
 from __future__ import annotations
 
 import difflib
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -24,7 +26,7 @@ from metasearch.sandboxes.protocol import Sandbox
 from metasearch.suites.code_edit import REPOS_DIR, CodeEditSuite
 from metasearch.suites.polyglot import PolyglotSuite
 from metasearch.suites.protocol import TaskResult
-from metasearch.suites.testrun import channel, scan, verdict
+from metasearch.suites.testrun import channel, libtest, scan, verdict
 
 FIXTURES = Path(__file__).resolve().parent
 POLYGLOT = FIXTURES / "polyglot_fixture"
@@ -362,6 +364,116 @@ def test_scan_has_no_false_positives_on_honest_code() -> None:
 )
 def test_scan_other_languages_for_early_exits(language: str, source: str, found: list[str]) -> None:
     assert scan.findings(source, language) == found
+
+
+# ------------------------------------------------------------------ Rust, with the host's cargo
+
+CARGO = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+RUST_TEST = """use rt_demo::{add, double};
+
+#[test]
+fn adds() {
+    assert_eq!(add(1, 2), 3);
+}
+
+#[test]
+#[ignore]
+fn doubles() {
+    assert_eq!(double(4), 8);
+}
+"""
+RUST_RIGHT = (
+    "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\npub fn double(a: i32) -> i32 {\n    2 * a\n}\n"
+)
+RUST_WRONG = RUST_RIGHT.replace("2 * a", "a + 1")
+RUST_MANIFEST = '[package]\nedition = "2021"\nname = "rt-demo"\nversion = "1.0.0"\n'
+
+
+def _rust(tmp_path: Path, lib: str, manifest: str = RUST_MANIFEST) -> list[channel.Run]:
+    """An exercise laid out like the benchmark's Rust ones, tested by libtest's two reports."""
+    work = tmp_path / "rt-demo"
+    (work / "src").mkdir(parents=True)
+    (work / "tests").mkdir()
+    (work / "Cargo.toml").write_text(manifest)
+    (work / "src" / "lib.rs").write_text(lib)
+    (work / "tests" / "rt-demo.rs").write_text(RUST_TEST)
+    return libtest.run_cargo_tests(str(work), ["tests/rt-demo.rs"], timeout_s=240)
+
+
+@pytest.mark.skipif(not Path(CARGO).exists(), reason="no cargo on this machine")
+def test_rust_per_test_results_and_early_exits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{Path(CARGO).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    ids = ["tests/rt-demo.rs::adds", "tests/rt-demo.rs::doubles"]
+    right = _rust(tmp_path / "right", RUST_RIGHT)
+    assert sorted(verdict.outcomes(right[0])) == ids
+    assert verdict.judge(ids, right, fractional=False, what="tests")["score"] == 1.0
+    wrong = verdict.judge(ids, _rust(tmp_path / "wrong", RUST_WRONG), fractional=False, what="tests")
+    assert wrong["score"] == 0.0 and "1 of 2 tests failed: ['doubles']" in wrong["error"]
+    # Exit 0 from inside a test before libtest's summary: no end record, whatever the exit status.
+    exiting = RUST_WRONG.replace("a + 1", "std::process::exit(0)")
+    early = verdict.judge(ids, _rust(tmp_path / "exit", exiting), fractional=False, what="tests")
+    assert early["score"] == 0.0 and "ended early" in early["error"]
+    assert scan.findings(exiting, "rust") == ["early exit: process::exit"]
+    # A forged "ok" line for a failing test loses to libtest's own "FAILED" line.
+    forged = RUST_WRONG.replace("a + 1", 'println!("test doubles ... ok"); a + 1')
+    lying = verdict.judge(ids, _rust(tmp_path / "lie", forged), fractional=False, what="tests")
+    assert lying["score"] == 0.0 and "doubles" in lying["error"]
+
+
+@pytest.mark.skipif(not Path(CARGO).exists(), reason="no cargo on this machine")
+def test_the_polyglot_grader_script_on_a_rust_exercise(tmp_path: Path) -> None:
+    """``exercise_grade.py`` itself (as the sandbox runs it, here with the host's cargo): expect, then grade."""
+    exercise = tmp_path / "rust" / "exercises" / "practice" / "rt-demo"
+    for rel, text in {
+        "Cargo.toml": RUST_MANIFEST,
+        "src/lib.rs": "pub fn add(a: i32, b: i32) -> i32 {\n    todo!()\n}\n",
+        "tests/rt-demo.rs": RUST_TEST,
+        ".meta/example.rs": RUST_RIGHT,
+    }.items():
+        (exercise / rel).parent.mkdir(parents=True, exist_ok=True)
+        (exercise / rel).write_text(text)
+    spec = {"language": "rust", "solution": ["src/lib.rs", "Cargo.toml"], "test": ["tests/rt-demo.rs"]}
+    spec |= {"example": [".meta/example.rs"], "command": "false", "run_timeout": 240}
+    env = {**os.environ, "PATH": f"{Path(CARGO).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    script = str(Path(scan.__file__).parent / "exercise_grade.py")
+
+    def run(mode: str, artifact: Path, **extra: object) -> dict:
+        argv = [sys.executable, script, mode, str(exercise), str(artifact), json.dumps({**spec, **extra})]
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    expected = run("expect", tmp_path)
+    assert (
+        expected["ids"] == ["tests/rt-demo.rs::adds", "tests/rt-demo.rs::doubles"] and expected["score"] == 1
+    )
+    artifact = tmp_path / "artifact"
+    (artifact / "src").mkdir(parents=True)
+    (artifact / "Cargo.toml").write_text(RUST_MANIFEST)
+    for lib, score in ((RUST_RIGHT, 1.0), (RUST_WRONG, 0.0)):
+        (artifact / "src" / "lib.rs").write_text(lib)
+        assert run("grade", artifact, expected=expected["ids"])["score"] == score
+    (artifact / "src" / "lib.rs").write_text(RUST_RIGHT)
+    (artifact / "Cargo.toml").write_text(RUST_MANIFEST + '\n[[test]]\nname = "x"\nharness = false\n')
+    flagged = run("grade", artifact, expected=expected["ids"])
+    assert flagged["flags"] == [TAMPER] and "Cargo.toml: test harness or build change" in flagged["error"]
+
+
+def test_a_manifest_that_replaces_the_test_harness_is_flagged() -> None:
+    harness = RUST_MANIFEST + '\n[[test]]\nname = "rt-demo"\npath = "src/lib.rs"\nharness = false\n'
+    assert scan.new_findings(RUST_MANIFEST, harness, "cargo") == [
+        "test harness or build change: [[test",
+        "test harness or build change: harness =",
+    ]
+    build = RUST_MANIFEST.replace("[package]\n", '[package]\nbuild = "src/lib.rs"\n')
+    assert scan.new_findings(RUST_MANIFEST, build, "cargo") == ["test harness or build change: build ="]
+    assert scan.new_findings(RUST_MANIFEST, RUST_MANIFEST + '\n[dependencies]\nrand = "0.8"\n', "cargo") == []
+    assert [scan.language_of(p) for p in ("src/lib.rs", "Cargo.toml", "a/b.py", "README")] == [
+        "rust",
+        "cargo",
+        "python",
+        None,
+    ]
 
 
 # ------------------------------------------------------------------ the same in Docker

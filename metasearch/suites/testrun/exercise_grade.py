@@ -8,9 +8,10 @@ mode, the ``expected`` test ids. Modes:
 - ``expect`` (a trusted run, no candidate code): the example solution in place, collect the test ids and
   run both harnesses; prints ``{"ids", "score", "error"}`` for the host to cache per exercise content;
 - ``grade``: the candidate's solution files (regular files only) in place of the stubs, the static scan
-  of what they add over the stubs (``tamper_suspect``), then for Python ``verdict.run_and_judge`` against
-  the expected ids (all-or-nothing). Other languages run ``command`` and score its exit status: only the
-  early-exit scan guards them (their per-test reporters are not wired in yet).
+  of what they add over the stubs (``tamper_suspect``; Cargo.toml included), then, against the expected
+  ids (all-or-nothing): Python ``verdict.run_and_judge`` (two harnesses), Rust libtest's stdout and log
+  file (``libtest.py``). Without expected ids (other languages, or a ``test_commands`` override) the
+  test ``command`` runs and its exit status decides: only the early-exit scan guards that.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import tempfile
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from testrun import scan, verdict  # the package's parent is only on sys.path from here
+from testrun import libtest, scan, verdict  # the package's parent is only on sys.path from here
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -32,11 +33,17 @@ def main(argv: list[str]) -> dict[str, Any]:
     work = os.path.join(tempfile.mkdtemp(prefix="polyglot-"), "exercise")
     shutil.copytree(exercise, work, ignore=shutil.ignore_patterns(".meta"))
     tests = {rel: _read(os.path.join(exercise, rel)) for rel in spec["test"]}
+    timeout = spec["run_timeout"]
     if mode == "expect":
         for rel, example in zip(spec["solution"], spec["example"], strict=False):
             shutil.copyfile(os.path.join(exercise, example), os.path.join(work, rel))
-        ids = verdict.collect(work, tests, timeout_s=spec["run_timeout"])
-        result = verdict.run_and_judge(work, tests, ids, timeout_s=spec["run_timeout"], fractional=False)
+        if spec["language"] == "rust":
+            runs = libtest.run_cargo_tests(work, spec["test"], timeout_s=timeout)
+            ids = sorted(verdict.outcomes(runs[0]))
+            result = verdict.judge(ids, runs, fractional=False, what="tests")
+        else:
+            ids = verdict.collect(work, tests, timeout_s=timeout)
+            result = verdict.run_and_judge(work, tests, ids, timeout_s=timeout, fractional=False)
         return {"ids": ids, "score": result["score"], "error": result.get("error")}
     taken, found = 0, []
     for rel in spec["solution"]:
@@ -45,10 +52,10 @@ def main(argv: list[str]) -> dict[str, Any]:
             stub = os.path.join(exercise, rel)
             before = _read(stub).decode("utf-8", "replace") if os.path.isfile(stub) else None
             text = _read(src)
-            found += [
-                f"{rel}: {f}"
-                for f in scan.new_findings(before, text.decode("utf-8", "replace"), spec["language"])
-            ]
+            language = scan.language_of(rel)
+            if language is not None:
+                after = text.decode("utf-8", "replace")
+                found += [f"{rel}: {f}" for f in scan.new_findings(before, after, language)]
             os.makedirs(os.path.dirname(os.path.join(work, rel)), exist_ok=True)
             with open(os.path.join(work, rel), "wb") as f:
                 f.write(text)
@@ -56,13 +63,15 @@ def main(argv: list[str]) -> dict[str, Any]:
     metrics = {"solution_files": float(taken)}
     if found:
         return {**verdict.failure(", ".join(found[:3]), [verdict.TAMPER]), "metrics": metrics}
-    if spec["language"] == "python":
-        result = verdict.run_and_judge(
-            work, tests, spec["expected"], timeout_s=spec["run_timeout"], fractional=False
-        )
-        result["metrics"] = {**metrics, **result.get("metrics", {})}
-        return result
-    return run_command(work, spec["command"], spec["run_timeout"], metrics)
+    if spec.get("expected") is None:
+        return run_command(work, spec["command"], timeout, metrics)
+    if spec["language"] == "rust":
+        runs = libtest.run_cargo_tests(work, spec["test"], timeout_s=timeout)
+        result = verdict.judge(spec["expected"], runs, fractional=False, what="tests")
+    else:
+        result = verdict.run_and_judge(work, tests, spec["expected"], timeout_s=timeout, fractional=False)
+    result["metrics"] = {**metrics, **result.get("metrics", {})}
+    return result
 
 
 def run_command(work: str, command: str, timeout: float, metrics: dict[str, float]) -> dict[str, Any]:

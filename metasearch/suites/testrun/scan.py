@@ -47,21 +47,53 @@ PYTHON_STRINGS = [
     ("report or argv inspection", r"junit|PYTEST_|--junitxml|/dev/fd|/proc"),
     ("reading grader files", r"hidden_tests|/grader|/exercise|/testrun|\.meta\b|conftest|_test\.py"),
 ]
+EARLY_EXIT = "early exit"
 OTHER_LANGUAGES = {
-    "go": r"\bos\.Exit\b|\bsyscall\.Exit\b|\bruntime\.Goexit\b",
-    "rust": r"\bprocess::exit\b|\bprocess::abort\b|\blibc::(_exit|exit|abort)\b",
-    "javascript": r"\bprocess\.(exit|abort|kill|reallyExit)\b",
-    "java": r"\bSystem\.exit\b|\bRuntime\.getRuntime\(\)\.(halt|exit)\b",
-    "cpp": r"(?<![\w.])(std::)?(_Exit|exit|quick_exit|abort|_exit)\s*\(",
+    "go": [(EARLY_EXIT, r"\bos\.Exit\b|\bsyscall\.Exit\b|\bruntime\.Goexit\b|\bunix\.Exit\b")],
+    "rust": [
+        (EARLY_EXIT, r"\bprocess::(exit|abort)\b|\blibc::(_exit|exit|abort|atexit)\b|\batexit\b"),
+        ("argv/environment inspection", r"\benv::(args|args_os|var|vars|var_os)\b|--logfile"),
+    ],
+    "javascript": [(EARLY_EXIT, r"\bprocess\.(exit|abort|kill|reallyExit)\b|\bprocess\[")],
+    "java": [(EARLY_EXIT, r"\bSystem\.exit\b|\bRuntime\.getRuntime\(\)\.(halt|exit)\b|\baddShutdownHook\b")],
+    "cpp": [(EARLY_EXIT, r"(?<![\w.])(std::)?(_Exit|exit|quick_exit|abort|_exit|atexit|at_quick_exit)\s*\(")],
+    # A manifest can replace the test harness or run a build script: what it adds beyond the stub is flagged.
+    "cargo": [
+        ("test harness or build change", r"(?m)^\s*(build|harness|links|proc-macro|test|autotests)\s*="),
+        (
+            "test harness or build change",
+            r"\[\[?(lib|bin|test|bench|example|target|patch|replace|profile|workspace)\b",
+        ),
+    ],
 }
+LANGUAGE_OF_SUFFIX = {
+    ".py": "python",
+    ".rs": "rust",
+    ".go": "go",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".java": "java",
+    ".cpp": "cpp",
+    ".cc": "cpp",
+    ".h": "cpp",
+    ".hpp": "cpp",
+}
+
+
+def language_of(path: str) -> str | None:
+    """The scan language of a solution file, by name; None for files no scan reads."""
+    name = path.rsplit("/", 1)[-1]
+    if name == "Cargo.toml":
+        return "cargo"
+    return LANGUAGE_OF_SUFFIX.get("." + name.rsplit(".", 1)[-1]) if "." in name else None
 
 
 def findings(text: str, language: str = "python") -> list[str]:
     """Every finding in ``text``, as ``"what: matched text"`` (repeated once per occurrence)."""
     if language != "python":
-        pattern = OTHER_LANGUAGES.get(language)
         code = _strip_comments(text)
-        return [f"early exit: {m.group(0).strip()}" for m in re.finditer(pattern, code)] if pattern else []
+        rules = OTHER_LANGUAGES.get(language, [])
+        return [f"{what}: {m.group(0).strip()}" for what, pat in rules for m in re.finditer(pat, code)]
     code, strings = _normalize(_outside_main(text))
     found = [f"{what}: {m.group(0)}" for what, pat in PYTHON_CODE for m in re.finditer(pat, code)]
     for literal in strings:

@@ -86,7 +86,8 @@ def judge(expected: list[str], runs: list[Run], *, fractional: bool, what: str) 
             return failure(f"the {run.mode} run reported {what} the grader did not expect: {unexpected[:5]}")
     views = [[found.get(test_id, "missing") for found in folded] for test_id in expected]
     if differ := [t for t, seen in zip(expected, views, strict=True) if len(set(seen)) > 1]:
-        detail = [f"{t}: {dict(zip(MODES, v, strict=False))}" for t, v in zip(expected, views, strict=True)]
+        modes = [run.mode for run in runs]
+        detail = [f"{t}: {dict(zip(modes, v, strict=True))}" for t, v in zip(expected, views, strict=True)]
         detail = [d for d, t in zip(detail, expected, strict=True) if t in differ]
         return failure(f"the harnesses disagree on {len(differ)} {what}: {detail[:3]}", [INCONSISTENT])
     passed = [t for t, seen in zip(expected, views, strict=True) if seen[0] == "passed"]
