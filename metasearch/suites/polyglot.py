@@ -257,6 +257,11 @@ class PolyglotSuite:
                 f"polyglot: the trusted run of {ex.language}/{ex.name}'s example solution failed "
                 f"({done.reason or exc}): {done.stderr[-800:]}"
             ) from exc
+        if not ids:
+            raise InfrastructureError(
+                f"polyglot: the trusted run of {ex.language}/{ex.name}'s example solution found no tests "
+                f"(a missing toolchain or crate?): {error}"
+            )
         if score < 1.0:
             log.warning("polyglot: %s/%s: the example solution fails here: %s", ex.language, ex.name, error)
         with self._lock:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from metasearch.errors import InfrastructureError
 from metasearch.sandboxes.local import LocalSandbox
 from metasearch.sandboxes.protocol import Sandbox
 from metasearch.suites.code_edit import REPOS_DIR, CodeEditSuite
@@ -274,6 +275,16 @@ def test_expected_ids_come_from_the_example_once(polyglot_suite: PolyglotSuite) 
     assert polyglot_suite._expected(exercise, LocalSandbox()) is ids  # cached by content hash
 
 
+def test_a_broken_trusted_run_is_the_graders_fault(tmp_path: Path) -> None:
+    root = tmp_path / "pg"
+    shutil.copytree(POLYGLOT, root)
+    (root / "python/exercises/practice/leap/.meta/example.py").unlink()  # nothing to learn the ids from
+    suite = PolyglotSuite(PolyglotSuite.Config(path=str(root), languages=["python"]))
+    suite.prepare("polyglot/python/leap", tmp_path / "task")
+    with pytest.raises(InfrastructureError, match="trusted run of python/leap's example solution"):
+        suite.grade("polyglot/python/leap", tmp_path / "task" / "workspace", LocalSandbox())
+
+
 # ------------------------------------------------------------------ the mechanisms, directly
 
 
@@ -295,6 +306,8 @@ def _run(mode: str, records: list[dict], exit_code: int | None = 0) -> channel.R
 
 def test_judge_rules() -> None:
     ids = ["t.py::a", "t.py::b"]
+    nothing = verdict.judge([], [_run("pytest", [{"t": "end", "exitstatus": 0}])], fractional=False, what="t")
+    assert nothing["score"] == 0.0 and "no expected t" in nothing["error"]
     ok = [{"t": "report", "id": i, "phase": "call", "outcome": "passed"} for i in ids]
     end = {"t": "end", "exitstatus": 0}
     both = [_run("pytest", [*ok, end]), _run("direct", [*ok, end])]

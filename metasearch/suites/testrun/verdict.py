@@ -61,6 +61,8 @@ def collect(root: str, tests: dict[str, bytes], *, timeout_s: float) -> list[str
 
 def judge(expected: list[str], runs: list[Run], *, fractional: bool, what: str) -> dict[str, Any]:
     """The verdict dict for ``runs`` of the same tests; see the module docstring for the rules."""
+    if not expected:  # never a vacuous pass: the grader must know which tests decide
+        return failure(f"no expected {what}: the grader could not learn which tests decide")
     folded = []
     for run in runs:
         if problem := _distrust(run):
