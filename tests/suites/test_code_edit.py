@@ -148,6 +148,16 @@ def test_plain_unified_diffs_apply_and_bad_ones_are_reported(tmp_path: Path) -> 
     escape = plain.replace("a/pagination.py", "a/../x.py").replace("b/pagination.py", "b/../x.py")
     assert _grade(tmp_path, "pagination", escape).flags == ("unsafe_path",)
 
+    # A compiled module next to the source would be imported instead of it, unread by any scan.
+    for name in ("pagination.cpython-311-x86_64-linux-gnu.so", "__pycache__/pagination.cpython-311.pyc"):
+        compiled = _grade(tmp_path, "pagination", plain + _edit_diff("pagination", name, "not really\n"))
+        assert compiled.score == 0.0 and compiled.flags == ("tamper_suspect",)
+        assert name in (compiled.error or "") and "binary or compiled" in (compiled.error or "")
+    binary = (
+        "diff --git a/p.bin b/p.bin\nnew file mode 100644\nGIT binary patch\nliteral 3\nKcmZQzU|;|M00aO5\n"
+    )
+    assert _grade(tmp_path, "pagination", plain + binary).flags == ("tamper_suspect",)
+
 
 @pytest.mark.docker
 def test_grading_in_docker(docker_sandbox_factory: Callable[[], Sandbox], tmp_path: Path) -> None:

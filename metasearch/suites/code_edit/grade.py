@@ -3,7 +3,8 @@
 Runs inside a fresh sandbox with the suite's directory and the shared ``testrun`` package mounted
 read-only, so ``REPO_DIR`` (which holds the hidden tests) is never visible to the agent. Steps:
 
-1. refuse a patch that touches tests or leaves the repository (flags ``touched_tests``, ``unsafe_path``);
+1. refuse a patch that touches tests, leaves the repository (flags ``touched_tests``, ``unsafe_path``) or
+   adds a binary or compiled file (``tamper_suspect``);
 2. apply the patch to a copy of the repository (``git apply``, then ``patch -p1`` as a fallback);
 3. scan every Python file the patch touches for what it added (``testrun/scan.py``): a finding is flag
    ``tamper_suspect`` with the file and the pattern, score 0;
@@ -31,6 +32,7 @@ from typing import Any
 HIDDEN = "hidden_tests"
 TEST_DIRS = {"tests", "test", "testing", HIDDEN}
 TEST_FILES = {"conftest.py"}
+COMPILED = (".so", ".pyd", ".pyc", ".pyo", ".dll", ".dylib")
 IGNORED = shutil.ignore_patterns(HIDDEN, "__pycache__", "*.pyc", ".pytest_cache")
 
 
@@ -77,6 +79,11 @@ def check_patch(diff: str) -> tuple[list[str], str | None]:
     tests = [p for p in paths if is_test_path(p)]
     if tests:
         return ["touched_tests"], f"patch edits test files, which is not allowed: {tests[:5]}"
+    # Compiled modules (an extension, an unchecked-hash .pyc) would run code no scan can read.
+    compiled = [p for p in paths if p.endswith(COMPILED) or "__pycache__" in PurePosixPath(p).parts]
+    if compiled or "GIT binary patch" in diff or "\nBinary files " in diff:
+        reason = f"patch adds a binary or compiled file, which the grader does not run: {compiled[:3]}"
+        return ["tamper_suspect"], f"tamper_suspect: {reason}"
     return [], None
 
 
