@@ -335,13 +335,21 @@ def test_judge_rules() -> None:
 
 
 def test_the_harness_needs_its_channel_and_names_it_nowhere(tmp_path: Path) -> None:
+    # Inside the test: the channel is an inherited pipe at a number >= 64 that neither argv nor the
+    # environment spells, and stdin (which carried it) is /dev/null by now.
     (tmp_path / "t_test.py").write_text(
-        "import os, sys\n\ndef test_env():\n    assert 'fd' not in ' '.join(sys.argv)\n"
-        "    print(sys.argv, dict(os.environ))\n"
+        "import os, re, stat, sys\n\ndef test_env():\n"
+        "    pipes = [int(f) for f in os.listdir('/proc/self/fd') if int(f) >= 64\n"
+        "             and stat.S_ISFIFO(os.fstat(int(f)).st_mode)]\n"
+        "    assert len(pipes) == 1\n"
+        "    said = ' '.join(sys.argv + list(os.environ.values())).replace(os.getcwd(), '')\n"
+        "    assert not re.search(r'(?<![\\w.])%d(?![\\w.])' % pipes[0], said), said\n"
+        "    assert os.readlink('/proc/self/fd/0') == '/dev/null'\n"
     )
-    run = channel.run_harness("pytest", str(tmp_path), ["t_test.py"], timeout_s=60)
-    assert run.corrupt is None and run.records[-1] == {"t": "end", "exitstatus": 0}
-    assert verdict.outcomes(run) == {"t_test.py::test_env": "passed"}
+    for mode in ("pytest", "direct"):
+        run = channel.run_harness(mode, str(tmp_path), ["t_test.py"], timeout_s=60)
+        assert run.corrupt is None and run.records[-1]["t"] == "end", run.output
+        assert verdict.outcomes(run) == {"t_test.py::test_env": "passed"}, run.output
     bare = subprocess.run(
         [sys.executable, "-I", channel.HARNESS, "pytest", str(tmp_path), "t_test.py"],
         input="",
