@@ -101,9 +101,13 @@ def judge(expected: list[str], runs: list[Run], *, fractional: bool, what: str) 
     metrics = {"passed": float(len(passed)), "total": float(total), "resolved": float(len(passed) == total)}
     error = None
     if len(passed) < total:
-        error = f"{total - len(passed)} of {total} {what} failed: {[_short(t) for t in others][:5]}"
-        if missing:
-            error += f"; missing: {[_short(t) for t in missing][:5]}"
+        error = f"{total - len(passed)} of {total} {what} failed"
+        error += f": {[_short(t) for t in others][:5]}" if others else ""
+        error += f"; missing: {[_short(t) for t in missing][:5]}" if missing else ""
+        broken = sorted(
+            {str(r.get("id")) for run in runs for r in run.records if r.get("t") == "collect_error"}
+        )
+        error += f"; could not be imported: {broken[:3]}" if broken else ""
         error += f"\n{runs[0].output[-FAILURE_OUTPUT:]}"
     score = len(passed) / total if fractional else float(len(passed) == total)
     return {"score": score, "metrics": metrics, "flags": [], "error": error}
