@@ -169,13 +169,14 @@ def best(study_dir: StudyDir, json_: Annotated[bool, typer.Option("--json")] = F
     if json_:
         out.print_json(json.dumps(data))
         return
+    excluded = f"; left out for integrity flags: {', '.join(data['flagged'])}" if data["flagged"] else ""
     if data["agent_id"] is None:
-        out.print("no agent has been evaluated yet")
+        out.print(f"no unflagged agent has been evaluated yet{excluded}")
         return
     out.print(
         f"best-belief agent [bold]{data['agent_id']}[/] ({data['branch']} @ {data['commit'][:10]}): "
         f"mean {data['mean']:.3f} over {data['trials']} tasks, lower bound {data['lower_bound']:.3f}; "
-        f"seed mean on the same tasks {_fmt(data['seed_mean'])}"
+        f"seed mean on the same tasks {_fmt(data['seed_mean'])}{excluded}"
     )
 
 

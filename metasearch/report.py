@@ -12,7 +12,7 @@ from metasearch.archive import ArchiveIndex, read_index
 from metasearch.config import ResolvedConfig, load_config_data
 from metasearch.errors import ConfigError
 from metasearch.schedulers.base import SearchState
-from metasearch.schedulers.cmp import SearchTree
+from metasearch.schedulers.cmp import SearchTree, replay_results
 from metasearch.schedulers.final import agent_stats
 from metasearch.types import Usage
 
@@ -49,9 +49,9 @@ def load_view(study_dir: Path) -> StudyView:
         raise ConfigError(f"{study_dir}: not a study directory (no config.yaml)")
     resolved = load_config_data(yaml.safe_load(config_path.read_text()) or {})
     index = read_index(Path(study_dir))
-    tree = SearchTree.replayed(
+    tree = replay_results(
         [(a.id, a.parent_id) for a in index.agents.values()],
-        [(ev.agent_id, ev.task_id, ev.score) for ev in index.evaluations.values()],
+        [(ev.agent_id, ev.task_id, ev.score, ev.flags) for ev in index.evaluations.values()],
     )
     free_seeds = resolved.config.study.seed_evaluations == "all"
     evaluations = sum(
@@ -91,14 +91,16 @@ def status_dict(study_dir: Path) -> dict[str, Any]:
 
 
 def best_dict(study_dir: Path, *, study: Study | None = None) -> dict[str, Any]:
-    """The best-belief agent with its statistics and the seed's mean on the same tasks."""
+    """The best-belief agent with its statistics and the seed's mean on the same tasks; ``flagged``
+    lists the agents left out because an evaluation of theirs carries integrity flags."""
     view = load_view(study_dir)
     agent_id = study.best() if study is not None else view.best()
+    flagged = sorted({ev.agent_id for ev in view.index.evaluations.values() if ev.flags})
     empty: dict[str, Any] = dict.fromkeys(
         ("agent_id", "commit", "branch", "mean", "trials", "lower_bound", "seed_mean")
     )
     if agent_id is None:
-        return empty
+        return {**empty, "flagged": flagged}
     agent = view.index.agents[agent_id]
     stats = agent_stats(view.tree, agent_id, epsilon=_epsilon(view))
     own = {ev.task_id: ev.score for ev in view.index.evaluations.values() if ev.agent_id == agent_id}
@@ -116,6 +118,7 @@ def best_dict(study_dir: Path, *, study: Study | None = None) -> dict[str, Any]:
         "trials": stats.trials,
         "lower_bound": stats.lower_bound,
         "seed_mean": sum(seed_scores) / len(seed_scores) if seed_scores else None,
+        "flagged": flagged,
     }
 
 

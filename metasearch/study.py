@@ -37,7 +37,7 @@ from metasearch.events import (
     StudyFinished,
 )
 from metasearch.schedulers.base import Scheduler, SearchState
-from metasearch.schedulers.cmp import SearchTree
+from metasearch.schedulers.cmp import SearchTree, replay_results
 from metasearch.types import Budget, Evaluate, Expand, Job, Usage
 
 log = logging.getLogger(__name__)
@@ -101,9 +101,9 @@ class Study:
                 "process; stop it first (or wait for its lease to expire)"
             )
         self._seed_ids = [a.id for a in index.agents.values() if a.parent_id is None]
-        self.tree = SearchTree.replayed(
+        self.tree = replay_results(
             [(a.id, a.parent_id) for a in index.agents.values()],
-            [(ev.agent_id, ev.task_id, ev.score) for ev in index.evaluations.values()],
+            [(ev.agent_id, ev.task_id, ev.score, ev.flags) for ev in index.evaluations.values()],
         )
         self._finished_expansions += sum(a.parent_id is not None for a in index.agents.values())
         self._counted_evaluations += sum(not self._is_free(ev.agent_id) for ev in index.evaluations.values())
@@ -230,7 +230,7 @@ class Study:
         if isinstance(job, Evaluate) and isinstance(outcome, Evaluated):
             ev = replace(outcome.evaluation, job_id=job.job_id, agent_id=job.agent_id, task_id=job.task_id)
             self.archive.record(ev)
-            self.tree.add_result(ev.agent_id, ev.task_id, ev.score)
+            self.tree.add_result(ev.agent_id, ev.task_id, ev.score, ev.flags)
             self._counted_evaluations += not self._is_free(ev.agent_id)
             return EvaluationRecorded(ev)
         if isinstance(job, Expand) and isinstance(outcome, Expanded):

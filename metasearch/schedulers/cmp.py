@@ -5,6 +5,12 @@ and the same sums over its clade (the agent and all its descendants), kept curre
 walking the ancestor path once per result (O(depth)), never by re-walking the tree. Also: evaluations in
 flight, expansions in flight, failed expansions, children, and which tasks each agent has been given.
 
+An evaluation with integrity flags (the grader saw tampering, stale output, work outside the timing...)
+counts as a failure: score 0 in the agent's own and every clade sum, whatever score it reported, so a
+cheat inflates no ancestor's CMP; the agent is marked ``flagged`` and final selection never picks it.
+Its descendants are judged on their own results (graded independently: one that is flagged is marked in
+turn), so a lineage that stops cheating can still win, but never on the flagged agent's numbers.
+
 Arrays are numpy and grow by doubling, so schedulers can sample over all agents in one vectorised call.
 Not thread-safe by itself: the Study serialises mutations and decisions under one lock.
 """
@@ -45,6 +51,7 @@ class SearchTree:
         self.n_children: np.ndarray
         self.n_seen: np.ndarray
         self.clade_size: np.ndarray
+        self.flagged: np.ndarray
         self.parent = grown(None if first else self.parent, np.int64, -1)
         self.depth = grown(None if first else self.depth, np.int64)
         self.own_s = grown(None if first else self.own_s, np.float64)
@@ -57,6 +64,7 @@ class SearchTree:
         self.n_children = grown(None if first else self.n_children, np.int64)
         self.n_seen = grown(None if first else self.n_seen, np.int64)
         self.clade_size = grown(None if first else self.clade_size, np.int64)
+        self.flagged = grown(None if first else self.flagged, np.int64)
         self._cap = capacity
 
     def __len__(self) -> int:
@@ -67,12 +75,17 @@ class SearchTree:
 
     @classmethod
     def replayed(
-        cls, agents: Sequence[tuple[str, str | None]], results: Sequence[tuple[str, str, float]]
+        cls,
+        agents: Sequence[tuple[str, str | None]],
+        results: Sequence[tuple[str, str, float]],
+        flagged: Sequence[str] = (),
     ) -> SearchTree:
         """A tree rebuilt from history in O(agents + results), not O(results x depth).
 
         ``agents`` come parents first (journal order). Equal to ``add_agent`` then ``add_result`` for
         each, which is what a resumed study or ``metasearch status`` on a large study would otherwise pay.
+        ``flagged`` names the agents with a flagged evaluation, whose scores the caller passes as 0
+        (``counted``).
         """
         tree = cls(capacity=max(64, len(agents)))
         n = len(agents)
@@ -113,6 +126,8 @@ class SearchTree:
         tree.clade_size[:n] = size
         tree.n_children[:n] = [len(c) for c in tree.children]
         tree.n_seen[:n] = [len(t) for t in tree.seen]
+        for agent_id in flagged:
+            tree.flagged[tree.index[agent_id]] = 1
         return tree
 
     # -- mutations ---------------------------------------------------------------------------------
@@ -155,11 +170,15 @@ class SearchTree:
             self.n_seen[i] -= 1
             self.pending_evals[i] -= 1
 
-    def add_result(self, agent_id: str, task_id: str, score: float) -> None:
-        """A finished evaluation (of a reserved pair, or replayed from the journal)."""
+    def add_result(self, agent_id: str, task_id: str, score: float, flags: Sequence[str] = ()) -> None:
+        """A finished evaluation (of a reserved pair, or replayed from the journal). With ``flags`` it
+        counts as a failure and marks the agent flagged (see the module docstring)."""
         if not 0.0 <= score <= 1.0:
             raise ValueError(f"score must lie in [0, 1], got {score}")
         i = self.index[agent_id]
+        if flags:
+            self.flagged[i] = 1
+            score = 0.0
         if task_id in self.seen[i]:
             self.pending_evals[i] -= 1
         else:
@@ -192,6 +211,9 @@ class SearchTree:
         i = self.index[agent_id]
         return float(self.clade_s[i]), int(self.clade_n[i])
 
+    def is_flagged(self, agent_id: str) -> bool:
+        return bool(self.flagged[self.index[agent_id]])
+
     def failed_expansions(self, agent_id: str) -> int:
         return int(self.failed[self.index[agent_id]])
 
@@ -214,3 +236,19 @@ class SearchTree:
         view = arr.view()
         view.flags.writeable = False
         return view
+
+
+def counted(score: float, flags: Sequence[str]) -> float:
+    """The score an evaluation adds to the statistics: 0 when it carries integrity flags."""
+    return 0.0 if flags else score
+
+
+def replay_results(
+    agents: Sequence[tuple[str, str | None]], evaluations: Sequence[tuple[str, str, float, Sequence[str]]]
+) -> SearchTree:
+    """``SearchTree.replayed`` from (agent, task, score, flags) records, flagged ones counted as failures."""
+    return SearchTree.replayed(
+        agents,
+        [(a, t, counted(s, f)) for a, t, s, f in evaluations],
+        sorted({a for a, _t, _s, f in evaluations if f}),
+    )

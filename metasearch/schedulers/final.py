@@ -4,7 +4,8 @@
 Beta(1 + successes, 1 + failures) of the agent's own results, among agents with at least ``min_trials``
 evaluations (if none has that many, among those with the most). It prefers a 7/8 agent over a lucky 1/1.
 ``mean`` is the baseline DGM and SICA use: the highest empirical mean.
-Ties go to more trials, then to the older agent.
+Ties go to more trials, then to the older agent. An agent with any flagged evaluation is never selected
+(see cmp.py): a forged score must not become the study's answer, however good it looks.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ def lower_bounds(successes: np.ndarray, trials: np.ndarray, epsilon: float) -> n
 def select_final(
     tree: SearchTree, *, method: str = "lower_percentile", epsilon: float = 0.01, min_trials: int = 3
 ) -> str | None:
-    n = tree.view("own_n")
+    n = np.where(tree.view("flagged") > 0, 0.0, tree.view("own_n"))
     if len(n) == 0 or n.max() == 0:
         return None
     floor = min(min_trials, int(n.max()))
-    candidates = np.flatnonzero(n >= floor)
+    candidates = np.flatnonzero(n >= max(floor, 1))
     s = tree.view("own_s")[candidates]
     trials = n[candidates]
     stat = lower_bounds(s, trials, epsilon) if method == "lower_percentile" else s / trials

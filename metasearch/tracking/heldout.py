@@ -52,6 +52,8 @@ class GateResult:
     subset: str
     scores: dict[str, float] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    flags: dict[str, list[str]] = field(default_factory=dict)
+    """Integrity flags per held-out task; any fails the gate, whatever the scores."""
 
     @property
     def mean(self) -> float:
@@ -59,7 +61,7 @@ class GateResult:
 
     @property
     def passed(self) -> bool:
-        return bool(self.scores) and self.mean >= self.threshold
+        return bool(self.scores) and self.mean >= self.threshold and not self.flags
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "mean": self.mean, "passed": self.passed}
@@ -94,6 +96,7 @@ def run_gate(
     limits = Limits()  # the sandbox holds the configured limits; tasks set the timeouts
     scores: dict[str, float] = {}
     errors: dict[str, str] = {}
+    flags: dict[str, list[str]] = {}
     with GitArchive.open(study_dir, readonly=True) as archive:
         written_by = archive.get(agent_id).meta.get("proposer")
         untrusted = (
@@ -107,6 +110,8 @@ def run_gate(
                     log_dir = archive.log_dir(f"promote-{new_job_id()}")
                     result = evaluate_in_sandbox(agent_dir, task, suite, box, limits, labels, log_dir)
                     scores[task.id] = float(result.score)
+                    if result.flags:
+                        flags[task.id] = list(result.flags)
                     if result.error:
                         errors[task.id] = result.error
                     log.info("gate %s: %s scored %.3f on %s", gate, agent_id, result.score, task.id)
@@ -114,4 +119,4 @@ def run_gate(
             sweep = getattr(box, "sweep", None)
             if sandbox is None and callable(sweep):
                 sweep()
-    return GateResult(gate.suite, gate.threshold, subset, scores, errors)
+    return GateResult(gate.suite, gate.threshold, subset, scores, errors, flags)

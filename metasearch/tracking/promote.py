@@ -19,12 +19,14 @@ import subprocess
 import tempfile
 import time
 import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from metasearch.errors import ArchiveError, ConfigError, InfrastructureError, MetasearchError
 from metasearch.tracking import store
 from metasearch.tracking.heldout import Gate, GateResult, run_gate
+from metasearch.types import Evaluation
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +35,10 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
 
 
 class PromotionRefused(MetasearchError):
-    """The held-out gate did not pass; ``result`` holds the scores."""
+    """The agent may not be promoted: it carries integrity flags, or the held-out gate did not pass
+    (``result`` holds its scores)."""
 
-    def __init__(self, message: str, result: GateResult) -> None:
+    def __init__(self, message: str, result: GateResult | None = None) -> None:
         super().__init__(message)
         self.result = result
 
@@ -81,7 +84,14 @@ def _promote(
     gate = Gate.parse(gate) if isinstance(gate, str) else gate
     with GitArchive.open(study_dir, readonly=True) as archive:
         agent = archive.get(agent_id)
+        refuse_flagged(archive.index.evaluations.values(), agent_id)
         gate_result = run_gate(study_dir, agent_id, gate) if gate is not None else None
+        if gate_result is not None and gate_result.flags:
+            raise PromotionRefused(
+                f"{agent_id} was flagged on {gate_result.suite} held-out tasks ({_named(gate_result.flags)}); "
+                "a flagged agent is never promoted",
+                gate_result,
+            )
         if gate_result is not None and not gate_result.passed:
             raise PromotionRefused(
                 f"{agent_id} scored {gate_result.mean:.3f} on {gate_result.suite} held-out tasks, below the "
@@ -161,6 +171,22 @@ def _agent_run(study_dir: Path, uri: str, agent_id: str, study: str, wait_s: flo
                 f"{agent_id} has no MLflow run in {uri} yet; try again when the mirror caught up"
             )
         time.sleep(1.0)
+
+
+def refuse_flagged(evaluations: Iterable[Evaluation], agent_id: str) -> None:
+    """PromotionRefused naming the flags when any evaluation of ``agent_id`` carries integrity flags."""
+    flagged: dict[str, list[str]] = {}
+    for ev in evaluations:
+        if ev.agent_id == agent_id and ev.flags:
+            flagged.setdefault(ev.task_id, []).extend(ev.flags)
+    if flagged:
+        raise PromotionRefused(
+            f"{agent_id} carries integrity flags ({_named(flagged)}); a flagged agent is never promoted"
+        )
+
+
+def _named(flags: Mapping[str, Sequence[str]]) -> str:
+    return "; ".join(f"{', '.join(sorted(set(f)))} on {task}" for task, f in sorted(flags.items()))
 
 
 def _model_config(study_dir: Path, agent_id: str, study: str, timeout_s: float) -> dict[str, Any]:

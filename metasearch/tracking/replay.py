@@ -169,7 +169,7 @@ class JournalReplay:
         if agent_id not in self.tree:
             log.warning("journal: skipping an evaluation of unknown agent %s", agent_id)
             return
-        self.tree.add_result(agent_id, e["task_id"], float(e["score"]))
+        self.tree.add_result(agent_id, e["task_id"], float(e["score"]), tuple(e.get("flags") or ()))
         self.evaluations += 1
         self.tasks.add(e["task_id"])
         self.tree_version += 1
@@ -191,8 +191,10 @@ class JournalReplay:
             if isinstance(value, int | float):
                 batch.metric(agent_id, f"suite.{key}", value, ts, k)
         batch.tag(agent_id, "metasearch.state", "evaluated")
-        if new_flags:
+        if e.get("flags"):  # the agent is never best-belief; say which evaluation flagged it and why
             batch.tag(agent_id, "metasearch.flags", ",".join(sorted(self.flags[agent_id])))
+            why = e.get("error") or "the grader flagged this evaluation"
+            batch.tag(agent_id, "metasearch.flag_reason", f"{e['task_id']}: {why}"[:500])
         if e.get("error"):
             batch.metric(agent_id, "errors", self.errors[agent_id], ts, k)
             batch.tag(agent_id, "metasearch.last_error", str(e["error"])[:500])

@@ -33,11 +33,17 @@ from metasearch.llm.service import LLMService
 from metasearch.manifest import parse_manifest
 from metasearch.proposers.gate import GateConfig, check
 from metasearch.proposers.self_modify import SelfModifyProposer
+from metasearch.registry import SCHEDULERS
+from metasearch.report import best_dict
 from metasearch.runner import Runner, evaluate_in_sandbox
 from metasearch.sandboxes.local import LocalSandbox
 from metasearch.sandboxes.protocol import ExecResult, Limits, Mount, RunSpec
+from metasearch.study import Study
 from metasearch.suites.protocol import Task, TaskResult
-from metasearch.types import Expand
+from metasearch.tracking import store
+from metasearch.tracking.mirror import JournalMirror
+from metasearch.tracking.promote import PromotionRefused, promote_agent
+from metasearch.types import Budget, Evaluation, Expand
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -381,6 +387,55 @@ def sweep_by_name(ctx: Ctx) -> Outcome:
     return Outcome(f"swept {swept}", () if alive else ("the other study's container was removed",))
 
 
+def flagged_study(ctx: Ctx) -> tuple[GitArchive, dict[str, str]]:
+    """Seed a00000 (0.3), a00001 (0.95, one evaluation flagged tampered_timer), its child a00002 (0.6)."""
+    archive = GitArchive.create(ctx.tmp / "flagged", study="flagged", config_text=FLAGGED_CONFIG)
+    seed = archive.add_seed("hostile", agent(ctx.tmp / "seed"), job_id="seed")
+    ids = {"seed": seed.id}
+    for name, parent in (("cheat", seed.id), ("heir", None)):
+        with archive.checkout(parent or ids["cheat"]) as ws:
+            (ws / f"{name}.txt").write_text(name)
+            ids[name] = archive.add_child(parent or ids["cheat"], ws, job_id=f"add-{name}").id
+    scores = {"seed": 0.3, "cheat": 0.95, "heir": 0.6}
+    for name, score in scores.items():
+        for task in ("t1", "t2", "t3", "t4"):
+            flags = ("tampered_timer",) if (name, task) == ("cheat", "t2") else ()
+            error = "timer patched: time.perf_counter is not the judge's" if flags else None
+            archive.record(Evaluation(f"ev-{name}-{task}", ids[name], task, score, flags=flags, error=error))
+    return archive, ids
+
+
+FLAGGED_CONFIG = (ROOT / "configs" / "quickstart.yaml").read_text()
+
+
+def flagged_never_best(ctx: Ctx) -> Outcome:
+    archive, ids = flagged_study(ctx)
+    picks = set()
+    for name in SCHEDULERS.names():
+        scheduler = SCHEDULERS.resolve(name)(SCHEDULERS.resolve(name).Config())
+        study = Study(archive, scheduler, tasks=["t1", "t2", "t3", "t4"], budget=Budget(evaluations=10))
+        picks.add(study.best())
+    picks.add(best_dict(archive.root)["agent_id"])
+    mirror = JournalMirror(archive.root)
+    mirror.catch_up()
+    client = store.make_client(mirror.tracking_uri)
+    exp = store.find_experiment(client, archive.root, "flagged")
+    [run] = client.search_runs([exp], f"tags.`{store.AGENT_ID}` = '{ids['cheat']}'")
+    tags = run.data.tags
+    mirrored = f"{tags.get('metasearch.flags')} | {tags.get('metasearch.flag_reason')}"
+    names = {v: k for k, v in ids.items()}
+    return Outcome(f"best {sorted(names[p] for p in picks if p)}; mlflow {mirrored}")
+
+
+def flagged_promote(ctx: Ctx) -> Outcome:
+    archive, ids = flagged_study(ctx)
+    try:
+        promote_agent(archive.root, ids["cheat"], "hostile")
+        return Outcome("promoted")
+    except PromotionRefused as exc:
+        return Outcome(str(exc).replace(ids["cheat"], "{cheat}"))
+
+
 CASES = [
     Case(
         "planted_link",
@@ -454,6 +509,18 @@ CASES = [
         docker=False,
     ),
     Case("sweep_same_name", sweep_by_name, "swept 0"),
+    Case(
+        "flagged_never_best",
+        flagged_never_best,
+        "best ['heir']; mlflow tampered_timer | t2: timer patched: time.perf_counter is not the judge's",
+        docker=False,
+    ),
+    Case(
+        "flagged_promote",
+        flagged_promote,
+        "{cheat} carries integrity flags (tampered_timer on t2); a flagged agent is never promoted",
+        docker=False,
+    ),
 ]
 
 

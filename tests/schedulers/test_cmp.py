@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metasearch.schedulers.cmp import SearchTree
+from metasearch.schedulers.cmp import SearchTree, replay_results
+from metasearch.schedulers.final import select_final
 
 Op = tuple[str, int, int, float]
 
@@ -160,3 +161,30 @@ def test_a_replayed_tree_equals_the_incremental_one(agents: int, results: int, s
     replayed.add_agent("late", "a0")  # still grows and updates incrementally afterwards
     replayed.add_result("late", "t0", 1.0)
     assert replayed.clade_size[0] == incremental.clade_size[0] + 1
+
+
+def test_a_flagged_result_counts_as_a_failure_and_is_never_final() -> None:
+    tree = SearchTree()
+    for agent_id, parent in (("seed", None), ("cheat", "seed"), ("heir", "cheat")):
+        tree.add_agent(agent_id, parent)
+    for task in ("t1", "t2", "t3"):
+        tree.add_result("seed", task, 0.3)
+        tree.add_result("cheat", task, 1.0, ("tampered_timer",) if task == "t1" else ())
+        tree.add_result("heir", task, 0.6)
+    assert tree.own("cheat") == (2.0, 3) and tree.is_flagged("cheat") and not tree.is_flagged("heir")
+    assert tree.clade("seed") == (pytest.approx(0.9 + 2.0 + 1.8), 9)
+    assert select_final(tree) == "heir" and select_final(tree, method="mean") == "heir"
+    replayed = replay_results(
+        [("seed", None), ("cheat", "seed"), ("heir", "cheat")],
+        [
+            (a, t, s, ("tampered_timer",) if (a, t) == ("cheat", "t1") else ())
+            for a, s in (("seed", 0.3), ("cheat", 1.0), ("heir", 0.6))
+            for t in ("t1", "t2", "t3")
+        ],
+    )
+    for name in ("own_s", "own_n", "clade_s", "clade_n", "flagged"):
+        assert np.allclose(replayed.view(name), tree.view(name)), name
+    only_flagged = SearchTree()
+    only_flagged.add_agent("cheat", None)
+    only_flagged.add_result("cheat", "t1", 1.0, ("stale_output",))
+    assert select_final(only_flagged) is None

@@ -25,10 +25,11 @@ from metasearch.tracking.mlflow_callback import MirrorBusy, MlflowMirror, sync
 
 
 def expected_stats(archive: GitArchive) -> tuple[dict[str, list[float]], dict[str, tuple[float, int]]]:
-    """Own scores per agent and clade (mean, trials) per agent, computed from the archive alone."""
+    """Own scores per agent and clade (mean, trials) per agent, computed from the archive alone (a flagged
+    evaluation counts as a failure)."""
     own: dict[str, list[float]] = defaultdict(list)
     for ev in archive.index.evaluations.values():
-        own[ev.agent_id].append(ev.score)
+        own[ev.agent_id].append(0.0 if ev.flags else ev.score)
     children: dict[str, list[str]] = defaultdict(list)
     for agent in archive.index.agents.values():
         if agent.parent_id is not None:

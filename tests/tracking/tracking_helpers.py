@@ -67,7 +67,8 @@ class FakeSearch:
             rng = random.Random(f"{job.agent_id}/{job.task_id}")
             score = float(rng.random() < q)
             (log_dir / "agent.log").write_text(f"agent {job.agent_id} on {job.task_id}: score {score}\n")
-            flags = ("suspicious_speed",) if rng.random() < 0.3 else ()
+            flagged = rng.random() < 0.3 and job.agent_id in self.quality  # seeds (no quality drawn) never
+            flags = ("suspicious_speed",) if flagged else ()
             error = "timeout" if rng.random() < 0.15 else None
             ev = Evaluation(
                 job.job_id,
