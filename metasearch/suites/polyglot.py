@@ -18,13 +18,14 @@ first time); the candidate passes only when pytest with our reporter *and* our o
 over a private channel, report every expected test passed (see ``testrun/verdict.py`` for every failure
 and flag). Rust: the same expected-ids rule over libtest's per-test lines on stdout and its ``--logfile``,
 which must agree (``testrun/libtest.py``; weaker: both come from the test process), and a Cargo.toml that
-changes the harness or adds a build script is flagged. Go, JavaScript, Java and C++: the test command's
-exit status, guarded only by the early-exit scan (``os.Exit``, ``process.exit``, ``System.exit``,
-``exit``/``abort``/``_Exit``); so is any language whose ``test_commands`` entry is overridden.
+changes the harness or adds a build script is flagged. C++: the same over Catch2's JUnit and XML reports
+(``testrun/catch2.py``). Go, JavaScript and Java: the test command's exit status, guarded only by the
+early-exit scan (``os.Exit``, ``process.exit``, ``System.exit``); so is any language whose
+``test_commands`` entry is overridden.
 
-Not verified offline: the Go, JavaScript, Java and C++ test commands (they need the multi-toolchain image:
-go, node with jest pre-installed, cmake, a JDK with gradle; override per language with ``test_commands``).
-Rust grading was checked with a host cargo on benchmark-shaped fixtures, not in that image.
+Not verified offline: the Go, JavaScript and Java test commands (they need the multi-toolchain image: go,
+node with jest pre-installed, a JDK with gradle; override per language with ``test_commands``). Rust and
+C++ grading were checked with the host's cargo, cmake and g++, not in that image.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from metasearch.suites.kernelbench import hash_files
 from metasearch.suites.protocol import Task, TaskResult
 
 log = logging.getLogger(__name__)
-PER_TEST = ("python", "rust")  # languages graded test by test against expected ids (others: exit status)
+PER_TEST = ("python", "rust", "cpp")  # graded test by test against expected ids (others: exit status)
 LANGUAGES = ("cpp", "go", "java", "javascript", "python", "rust")
 TEST_COMMANDS = {
     "python": "python3 -m pytest -q -p no:cacheprovider",
@@ -225,6 +226,7 @@ class PolyglotSuite:
     def _spec(self, ex: Exercise) -> dict[str, object]:
         timeout = self.config.grade_timeout_s
         return {
+            "name": ex.name,
             "language": ex.language,
             "solution": list(ex.solution),
             "test": list(ex.tests),

@@ -27,7 +27,7 @@ from metasearch.sandboxes.protocol import Sandbox
 from metasearch.suites.code_edit import REPOS_DIR, CodeEditSuite
 from metasearch.suites.polyglot import PolyglotSuite
 from metasearch.suites.protocol import TaskResult
-from metasearch.suites.testrun import channel, libtest, scan, verdict
+from metasearch.suites.testrun import catch2, channel, libtest, scan, verdict
 
 FIXTURES = Path(__file__).resolve().parent
 POLYGLOT = FIXTURES / "polyglot_fixture"
@@ -495,6 +495,73 @@ def test_a_manifest_that_replaces_the_test_harness_is_flagged() -> None:
         "python",
         None,
     ]
+
+
+# ------------------------------------------------------------------ C++, Catch2's two reports
+
+JUNIT = """<?xml version="1.0" encoding="UTF-8"?>
+<testsuites>
+  <testsuite name="diamond" errors="0" failures="{failures}" tests="2">
+    <testcase classname="diamond.global" name="Degenerate case" time="0.1" status="run"/>
+    <testcase classname="diamond.global" name="Odd side" time="0.1" status="run">{failure}</testcase>
+  </testsuite>
+</testsuites>
+"""
+CATCH_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<Catch name="diamond">
+  <Group name="diamond">
+    <TestCase name="Degenerate case" filename="diamond_test.cpp" line="27">
+      <OverallResult success="true"/>
+    </TestCase>
+    <TestCase name="Odd side" filename="diamond_test.cpp" line="34">
+      <OverallResult success="{success}"/>
+    </TestCase>
+    <OverallResults successes="1" failures="0" expectedFailures="0"/>
+  </Group>
+  <OverallResults successes="1" failures="0" expectedFailures="0"/>
+  <OverallResultsCases successes="1" failures="0" expectedFailures="0"/>
+</Catch>
+"""
+
+
+def _catch2(
+    tmp_path: Path, junit: str, xml: str, exit_code: int, xml_exit: int | None = None
+) -> list[channel.Run]:
+    runs = []
+    for mode, text, code in (("catch2-junit", junit, exit_code), ("catch2-xml", xml, xml_exit)):
+        (tmp_path / mode).write_text(text)
+        run = channel.Run(mode, exit_code=exit_code if code is None else code)
+        catch2.read_report(run, str(tmp_path / mode), "diamond_test.cpp")
+        runs.append(run)
+    return runs
+
+
+def test_catch2_reports_are_read_and_judged(tmp_path: Path) -> None:
+    ids = ["diamond_test.cpp::Degenerate case", "diamond_test.cpp::Odd side"]
+    passing = _catch2(tmp_path, JUNIT.format(failures=0, failure=""), CATCH_XML.format(success="true"), 0)
+    assert sorted(verdict.outcomes(passing[1])) == ids
+    assert verdict.judge(ids, passing, fractional=False, what="tests")["score"] == 1.0
+    failing_junit = JUNIT.format(failures=1, failure='<failure message="no"/>')
+    failing = _catch2(tmp_path, failing_junit, CATCH_XML.format(success="false"), 1)
+    wrong = verdict.judge(ids, failing, fractional=False, what="tests")
+    assert wrong["score"] == 0.0 and "1 of 2 tests failed: ['Odd side']" in wrong["error"]
+    # The executable forced to exit 0 after a failing report: the counts disagree.
+    forced = verdict.judge(
+        ids,
+        _catch2(tmp_path, failing_junit, CATCH_XML.format(success="false"), 0),
+        fractional=False,
+        what="t",
+    )
+    assert forced["flags"] == [TAMPER] and "forced exit" in forced["error"]
+    # A report cut short (the process ended mid-run) has no end record.
+    cut = _catch2(tmp_path, JUNIT.format(failures=0, failure="")[:200], CATCH_XML.format(success="true"), 0)
+    early = verdict.judge(ids, cut, fractional=False, what="tests")
+    assert early["score"] == 0.0 and "catch2-junit run ended early" in early["error"]
+    # One run's report says "passed" (with a matching exit status), the other's "failed": they disagree.
+    mixed = _catch2(tmp_path, JUNIT.format(failures=0, failure=""), CATCH_XML.format(success="false"), 0, 1)
+    differ = verdict.judge(ids, mixed, fractional=False, what="tests")
+    assert differ["flags"] == ["inconsistent_results"] and differ["score"] == 0.0
+    assert "{'catch2-junit': 'passed', 'catch2-xml': 'failed'}" in differ["error"]
 
 
 # ------------------------------------------------------------------ the same in Docker

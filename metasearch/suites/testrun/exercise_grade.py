@@ -10,7 +10,7 @@ mode, the ``expected`` test ids. Modes:
 - ``grade``: the candidate's solution files (regular files only) in place of the stubs, the static scan
   of what they add over the stubs (``tamper_suspect``; Cargo.toml included), then, against the expected
   ids (all-or-nothing): Python ``verdict.run_and_judge`` (two harnesses), Rust libtest's stdout and log
-  file (``libtest.py``). Without expected ids (other languages, or a ``test_commands`` override) the
+  file (``libtest.py``), C++ Catch2's JUnit and XML reports (``catch2.py``). Without expected ids (other languages, or a ``test_commands`` override) the
   test ``command`` runs and its exit status decides: only the early-exit scan guards that.
 """
 
@@ -25,21 +25,24 @@ import tempfile
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from testrun import libtest, scan, verdict  # the package's parent is only on sys.path from here
+from testrun import catch2, libtest, scan, verdict  # the package's parent is only on sys.path from here
+
+COMPILED = ("rust", "cpp")  # languages whose per-test results come from two report files
 
 
 def main(argv: list[str]) -> dict[str, Any]:
     mode, exercise, artifact, spec = argv[1], argv[2], argv[3], json.loads(argv[4])
-    work = os.path.join(tempfile.mkdtemp(prefix="polyglot-"), "exercise")
+    # Named like the exercise: C++ projects take their target and file names from their folder's name.
+    work = os.path.join(tempfile.mkdtemp(prefix="polyglot-"), spec.get("name") or "exercise")
     shutil.copytree(exercise, work, ignore=shutil.ignore_patterns(".meta"))
     tests = {rel: _read(os.path.join(exercise, rel)) for rel in spec["test"]}
     timeout = spec["run_timeout"]
     if mode == "expect":
         for rel, example in zip(spec["solution"], spec["example"], strict=False):
             shutil.copyfile(os.path.join(exercise, example), os.path.join(work, rel))
-        if spec["language"] == "rust":
-            runs = libtest.run_cargo_tests(work, spec["test"], timeout_s=timeout)
-            ids = sorted(verdict.outcomes(runs[0]))
+        if spec["language"] in COMPILED:
+            runs = compiled_runs(work, spec)
+            ids = sorted(verdict.outcomes(runs[-1]))
             result = verdict.judge(ids, runs, fractional=False, what="tests")
         else:
             ids = verdict.collect(work, tests, timeout_s=timeout)
@@ -65,13 +68,19 @@ def main(argv: list[str]) -> dict[str, Any]:
         return {**verdict.failure(", ".join(found[:3]), [verdict.TAMPER]), "metrics": metrics}
     if spec.get("expected") is None:
         return run_command(work, spec["command"], timeout, metrics)
-    if spec["language"] == "rust":
-        runs = libtest.run_cargo_tests(work, spec["test"], timeout_s=timeout)
-        result = verdict.judge(spec["expected"], runs, fractional=False, what="tests")
+    if spec["language"] in COMPILED:
+        result = verdict.judge(spec["expected"], compiled_runs(work, spec), fractional=False, what="tests")
     else:
         result = verdict.run_and_judge(work, tests, spec["expected"], timeout_s=timeout, fractional=False)
     result["metrics"] = {**metrics, **result.get("metrics", {})}
     return result
+
+
+def compiled_runs(work: str, spec: dict[str, Any]) -> list[Any]:
+    """The two report transcripts of a Rust or C++ exercise (see ``libtest.py``, ``catch2.py``)."""
+    if spec["language"] == "rust":
+        return libtest.run_cargo_tests(work, spec["test"], timeout_s=spec["run_timeout"])
+    return catch2.run_catch2_tests(work, spec["name"], spec["test"][0], timeout_s=spec["run_timeout"])
 
 
 def run_command(work: str, command: str, timeout: float, metrics: dict[str, float]) -> dict[str, Any]:

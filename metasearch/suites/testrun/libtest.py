@@ -40,7 +40,7 @@ def run_cargo_tests(work: str, test_files: list[str], *, timeout_s: float) -> li
         log = os.path.join(tempfile.mkdtemp(prefix="libtest-"), "log.txt")
         command = ["cargo", "test", "--offline", "--test", stem, "--"]
         command += ["--include-ignored", "--test-threads=1", "--logfile", log]
-        out, exit_code, timed_out = _run(command, work, timeout_s)
+        out, exit_code, timed_out = run_process(command, work, timeout_s)
         kill_orphans()
         printed.exit_code = logged.exit_code = exit_code
         printed.output = (printed.output + out)[-3000:]
@@ -68,7 +68,8 @@ def _report(rel: str, name: str, outcome: str) -> dict[str, str]:
     return {"t": "report", "id": f"{rel}::{name}", "phase": "call", "outcome": OUTCOME[outcome]}
 
 
-def _run(command: list[str], cwd: str, timeout_s: float) -> tuple[str, int | None, bool]:
+def run_process(command: list[str], cwd: str, timeout_s: float) -> tuple[str, int | None, bool]:
+    """Run ``command`` in its own process group: (output, exit status or None, timed out); the group is killed."""
     proc = subprocess.Popen(
         command,
         cwd=cwd,

@@ -1,0 +1,89 @@
+"""Per-test results of C++ exercises from Catch2's JUnit and XML reporters (grader side, stdlib only).
+
+The exercise's CMake project is configured with ``EXERCISM_RUN_ALL_TESTS`` and only the test executable is
+built (the project's own ``ALL`` target would run it and report by exit status alone). The executable then
+runs twice, once per reporter (``-r junit -o <file>``, ``-r xml -o <file>``), each writing to a file in a
+directory the grader made for that run, so what the tests print never mixes with the report. Both become
+``channel.Run`` transcripts for ``verdict.judge``: test ids ``<test file>::<test case name>``, an end
+record only when the report is complete (``</testsuites>``, ``OverallResultsCases``), whose failure count
+must match the executable's exit status (Catch2 returns the number of failed test cases).
+
+Weaker than the Python harnesses, like ``libtest.py``: both reports are files the test process could
+write, so a candidate that forges both (and evades the early-exit scan) can still lie. Checked with the
+host's cmake and g++ on benchmark exercises; not in the sandbox image.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import xml.etree.ElementTree as ET
+
+from .channel import Run, guard_grader, kill_orphans
+from .libtest import run_process
+
+
+def run_catch2_tests(work: str, name: str, test_file: str, *, timeout_s: float) -> list[Run]:
+    """Build the exercise's test executable ``name`` in ``work``, run it under both reporters."""
+    guard_grader()
+    junit, xml = Run("catch2-junit"), Run("catch2-xml")
+    for step in (
+        ["cmake", "-S", ".", "-B", "build", "-DEXERCISM_RUN_ALL_TESTS=1"],
+        ["cmake", "--build", "build", "--target", name],
+    ):
+        out, code, timed_out = run_process(step, work, timeout_s)
+        if code != 0:
+            for run in (junit, xml):
+                run.output, run.exit_code, run.timed_out = out[-3000:], code, timed_out
+            return [junit, xml]  # no end record: it did not build
+    for run in (junit, xml):
+        reporter = run.mode.split("-", 1)[1]
+        report = os.path.join(tempfile.mkdtemp(prefix="catch2-"), "report.xml")
+        command = [f"build/{name}", "-r", reporter, "-o", report]
+        out, run.exit_code, run.timed_out = run_process(command, work, timeout_s)
+        kill_orphans()
+        run.output = out[-3000:]
+        read_report(run, report, test_file)
+    return [junit, xml]
+
+
+def read_report(run: Run, path: str, test_file: str) -> None:
+    """Add the records of the report at ``path`` (reporter named by ``run.mode``) to ``run``; the end
+    record only when the report is complete, with its count of failed test cases."""
+    junit = run.mode.endswith("junit")
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return
+    results = _junit(root) if junit else _xml(root)
+    run.records += [
+        {"t": "report", "id": f"{test_file}::{case}", "phase": "call", "outcome": outcome}
+        for case, outcome in results
+    ]
+    if _complete(root, "junit" if junit else "xml"):
+        failed = sum(outcome == "failed" for _, outcome in results)
+        run.records.append({"t": "end", "exitstatus": min(failed, 255)})
+
+
+def _junit(root: ET.Element) -> list[tuple[str, str]]:
+    found = []
+    for case in root.iter("testcase"):
+        tags = {child.tag for child in case}
+        outcome = "failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags else "passed"
+        found.append((case.get("name", "?"), outcome))
+    return found
+
+
+def _xml(root: ET.Element) -> list[tuple[str, str]]:
+    found = []
+    for case in root.iter("TestCase"):
+        result = case.find("OverallResult")
+        passed = result is not None and result.get("success") == "true"
+        found.append((case.get("name", "?"), "passed" if passed else "failed"))
+    return found
+
+
+def _complete(root: ET.Element, reporter: str) -> bool:
+    if reporter == "junit":
+        return root.tag == "testsuites"
+    return root.tag == "Catch" and root.find("OverallResultsCases") is not None
