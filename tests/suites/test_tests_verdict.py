@@ -480,6 +480,24 @@ def test_the_polyglot_grader_script_on_a_rust_exercise(tmp_path: Path) -> None:
     assert flagged["flags"] == [TAMPER] and "Cargo.toml: test harness or build change" in flagged["error"]
 
 
+def test_example_files_replace_the_matching_solution_files() -> None:
+    """The trusted run puts each example where it belongs (a header-only example goes to the header)."""
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); "
+        "from testrun.exercise_grade import example_targets as t; print(json.dumps(["
+        "t(['.meta/example.h'], ['bst.cpp', 'bst.h']), t(['.meta/example.rs'], ['src/lib.rs', 'Cargo.toml']), "
+        "t(['.meta/src/reference/java/Z.java'], ['src/main/java/Z.java']), t(['.meta/example.py'], ['leap.py'])]))"
+    )
+    suites = str(Path(scan.__file__).parent.parent)
+    done = subprocess.run([sys.executable, "-c", code, suites], capture_output=True, text=True, timeout=60)
+    assert json.loads(done.stdout) == [
+        [[".meta/example.h", "bst.h"]],
+        [[".meta/example.rs", "src/lib.rs"]],
+        [[".meta/src/reference/java/Z.java", "src/main/java/Z.java"]],
+        [[".meta/example.py", "leap.py"]],
+    ], done.stderr
+
+
 def test_a_manifest_that_replaces_the_test_harness_is_flagged() -> None:
     harness = RUST_MANIFEST + '\n[[test]]\nname = "rt-demo"\npath = "src/lib.rs"\nharness = false\n'
     assert scan.new_findings(RUST_MANIFEST, harness, "cargo") == [

@@ -38,7 +38,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     tests = {rel: _read(os.path.join(exercise, rel)) for rel in spec["test"]}
     timeout = spec["run_timeout"]
     if mode == "expect":
-        for rel, example in zip(spec["solution"], spec["example"], strict=False):
+        for example, rel in example_targets(spec["example"], spec["solution"]):
             shutil.copyfile(os.path.join(exercise, example), os.path.join(work, rel))
         if spec["language"] in COMPILED:
             runs = compiled_runs(work, spec)
@@ -74,6 +74,20 @@ def main(argv: list[str]) -> dict[str, Any]:
         result = verdict.run_and_judge(work, tests, spec["expected"], timeout_s=timeout, fractional=False)
     result["metrics"] = {**metrics, **result.get("metrics", {})}
     return result
+
+
+def example_targets(examples: list[str], solution: list[str]) -> list[tuple[str, str]]:
+    """Which solution file each example file replaces: same name, else same suffix, else same position
+    (``.meta/example.h`` -> ``x.h`` even when ``x.cpp`` is listed first; ``.meta/example.rs`` -> ``src/lib.rs``)."""
+    pairs = []
+    for n, example in enumerate(examples):
+        name, suffix = os.path.basename(example), os.path.splitext(example)[1]
+        same_name = [rel for rel in solution if os.path.basename(rel) == name]
+        same_suffix = [rel for rel in solution if os.path.splitext(rel)[1] == suffix]
+        target = (same_name or same_suffix or solution[n : n + 1] or [None])[0]
+        if target is not None:
+            pairs.append((example, target))
+    return pairs
 
 
 def compiled_runs(work: str, spec: dict[str, Any]) -> list[Any]:
