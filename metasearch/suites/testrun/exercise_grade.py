@@ -84,9 +84,9 @@ def example_targets(examples: list[str], solution: list[str]) -> list[tuple[str,
         name, suffix = os.path.basename(example), os.path.splitext(example)[1]
         same_name = [rel for rel in solution if os.path.basename(rel) == name]
         same_suffix = [rel for rel in solution if os.path.splitext(rel)[1] == suffix]
-        target = (same_name or same_suffix or solution[n : n + 1] or [None])[0]
-        if target is not None:
-            pairs.append((example, target))
+        targets = same_name or same_suffix or solution[n : n + 1]
+        if targets:
+            pairs.append((example, targets[0]))
     return pairs
 
 
