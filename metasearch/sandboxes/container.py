@@ -4,20 +4,27 @@ A sandbox container's PID 1 is a holder (``sleep infinity``) running as ``HOLDER
 candidate runs is an exec as another unprivileged user, which therefore cannot signal the holder, and
 ``kill -KILL -1`` as that user ends all of the candidate's processes and nothing else. So the container,
 and the in-memory filesystems that hold its writable mounts, outlive the command: its outputs are
-collected by the host after the command, from processes the candidate cannot reach.
+collected by the host after the command, from processes the candidate cannot reach. Writable mounts
+travel as tar streams: ``fill`` before the command, ``collect`` after it (see transfer.py).
 """
 
 from __future__ import annotations
 
 import collections
 import re
+import shutil
+import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from metasearch.errors import InfrastructureError
+from metasearch.sandboxes.protocol import Mount
+from metasearch.sandboxes.transfer import ChunkReader, pack, replace_contents, scratch_beside, unpack
 
 HOLDER_USER = "65533:65533"
 _KILLED = "metasearch-killed"
@@ -118,7 +125,7 @@ def run_exec(
         step = min(step * 2, 0.2)
     duration = time.monotonic() - started
     if reader.is_alive():
-        if not kill_all(container, user):
+        if end_all(container, user) is None:
             _kill_container(container)
         reader.join(10)
     if failure and not timed_out:
@@ -129,34 +136,92 @@ def run_exec(
     return Finished(code, stdout, stderr, t1 or t2, timed_out, duration)
 
 
-def kill_all(container: Any, user: str) -> bool:
-    """End every process of ``user`` in the container; False when even that cannot start (process limit)."""
-    for attempt in range(3):
-        script = f"kill -KILL -1 2>/dev/null; kill -KILL -1 2>/dev/null; echo {_KILLED}"
-        try:
-            code, output = container.exec_run(["sh", "-c", script], user=user)
-        except Exception as exc:
-            raise InfrastructureError(f"docker exec failed: {exc}") from exc
-        if code == 0 and _KILLED in (output or b"").decode("utf-8", "replace"):
-            return True
-        time.sleep(0.2 * (attempt + 1))
-    return False
+@dataclass(frozen=True)
+class Probe:
+    oom_kills: int  # the container's OOM kills so far
+    free: dict[str, tuple[int, int]]  # path -> (free bytes, size bytes) of its filesystem
 
 
-def probe(container: Any, user: str, paths: Sequence[str]) -> tuple[int, dict[str, tuple[int, int]]]:
-    """The container's OOM-kill count and, per path, (free bytes, size bytes) of its filesystem."""
+def end_all(container: Any, user: str, paths: Sequence[str] = ()) -> Probe | None:
+    """End every process of ``user``, then read the OOM-kill count and the free space of ``paths``, in one
+    exec; None when even that cannot start (the candidate holds every PID)."""
     script = (
+        f"kill -KILL -1 2>/dev/null; kill -KILL -1 2>/dev/null; echo {_KILLED}; "
         "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null; "
         'for p in "$@"; do stat -f -c "free $p %a %b %S" "$p"; done'
     )
+    for attempt in range(3):
+        try:
+            code, output = container.exec_run(["sh", "-c", script, "end", *paths], user=user)
+        except Exception as exc:
+            raise InfrastructureError(f"docker exec failed: {exc}") from exc
+        text = (output or b"").decode("utf-8", "replace")
+        if code == 0 and _KILLED in text:
+            oom = _OOM.search(text)
+            free = {path: (int(a) * int(bs), int(b) * int(bs)) for path, a, b, bs in _FREE.findall(text)}
+            return Probe(int(oom.group(1)) if oom else 0, free)
+        time.sleep(0.2 * (attempt + 1))
+    return None
+
+
+def fill(container: Any, mount: Mount, user: str, disk_mb: int) -> None:
+    """Copy a writable mount's host files into its disk area, extracted there by ``user``."""
+    source = Path(mount.source)
+    if source.is_symlink() or not source.is_dir():
+        raise InfrastructureError(f"writable mount {source} is not a directory", retryable=False)
+    api = container.client.api
+    with tempfile.SpooledTemporaryFile(max_size=32 << 20) as data:
+        pack(source, data)
+        data.seek(0)
+        try:
+            command = ["tar", "-x", "-f", "-", "-C", mount.target]
+            exec_id = api.exec_create(container.id, command, stdin=True, user=user)["Id"]
+            conn = api.exec_start(exec_id, socket=True)
+            raw = getattr(conn, "_sock", conn)
+            while chunk := data.read(1 << 20):
+                raw.sendall(chunk)
+            raw.shutdown(socket.SHUT_WR)
+            replies = b""
+            while block := raw.recv(65536):
+                replies = (replies + block)[-4000:]
+            conn.close()
+        except Exception as exc:
+            raise InfrastructureError(f"cannot copy inputs into the sandbox: {exc}") from exc
+        code = exit_code(container, exec_id)
+    if code:
+        message = replies.decode("utf-8", "replace")
+        if "No space left" in message:
+            raise InfrastructureError(
+                f"the inputs of {mount.target} do not fit the sandbox disk limit ({disk_mb} MB): "
+                "raise sandbox.disk_mb",
+                retryable=False,
+            )
+        raise InfrastructureError(
+            f"cannot copy inputs into {mount.target} (tar exit {code}): {message[-500:]}"
+        )
+
+
+def collect(container: Any, mount: Mount, user: str, max_bytes: int) -> str | None:
+    """Replace the host directory's content by what was left in the mount's disk area (read by ``user``
+    once all its processes are gone); return the first refusal (see transfer.unpack), or None."""
+    source = Path(mount.source)
+    scratch = scratch_beside(source)
     try:
-        _code, output = container.exec_run(["sh", "-c", script, "probe", *paths], user=user)
-    except Exception as exc:
-        raise InfrastructureError(f"docker exec failed: {exc}") from exc
-    text = (output or b"").decode("utf-8", "replace")
-    free = {path: (int(a) * int(bs), int(b) * int(bs)) for path, a, b, bs in _FREE.findall(text)}
-    oom = _OOM.search(text)
-    return (int(oom.group(1)) if oom else 0), free
+        chunks, exec_id = stream_out(container, ["tar", "-c", "-f", "-", "-C", mount.target, "."], user)
+        reader = ChunkReader(chunks)
+        refused = unpack(reader, scratch, max_bytes=max_bytes, label=mount.target)
+        try:
+            reader.drain()
+        except Exception as exc:
+            raise InfrastructureError(f"reading outputs from the sandbox failed: {exc}") from exc
+        code = exit_code(container, exec_id)
+        if code and not refused:
+            refused = f"output of {mount.target} could not be read completely (tar exit {code})"
+        replace_contents(source, scratch)
+        return refused
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def stream_out(container: Any, command: Sequence[str], user: str) -> tuple[Iterator[bytes], Any]:

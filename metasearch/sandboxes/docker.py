@@ -22,9 +22,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
-import socket
-import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -34,18 +31,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import InfrastructureError, SandboxViolation
-from metasearch.sandboxes.container import (
-    HOLDER_USER,
-    Finished,
-    exit_code,
-    kill_all,
-    probe,
-    run_exec,
-    stream_out,
-)
+from metasearch.sandboxes.container import HOLDER_USER, Finished, collect, end_all, fill, run_exec
 from metasearch.sandboxes.gpus import GPUPool, device_requests
-from metasearch.sandboxes.protocol import DEFAULT_LIMITS, ExecResult, Mount, ResolvedLimits, RunSpec
-from metasearch.sandboxes.transfer import ChunkReader, pack, replace_contents, scratch_beside, unpack
+from metasearch.sandboxes.protocol import DEFAULT_LIMITS, ExecResult, ResolvedLimits, RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -228,60 +216,21 @@ class DockerSandbox:
                 raise InfrastructureError(f"cannot start container: {exc}") from exc
             for m in spec.mounts:
                 if not m.read_only:
-                    self._fill(container, m, limits)
+                    fill(container, m, self.config.user, limits.disk_mb)
             yield container
         finally:
             self._remove(container)
 
-    def _fill(self, container: Any, mount: Mount, limits: ResolvedLimits) -> None:
-        """Copy a writable mount's host files into its disk area (extracted by the sandbox user)."""
-        source = Path(mount.source)
-        if source.is_symlink() or not source.is_dir():
-            raise InfrastructureError(f"writable mount {source} is not a directory", retryable=False)
-        api = self.client.api
-        with tempfile.SpooledTemporaryFile(max_size=32 << 20) as data:
-            pack(source, data)
-            data.seek(0)
-            try:
-                exec_id = api.exec_create(
-                    container.id,
-                    ["tar", "-x", "-f", "-", "-C", mount.target],
-                    stdin=True,
-                    user=self.config.user,
-                )["Id"]
-                conn = api.exec_start(exec_id, socket=True)
-                raw = getattr(conn, "_sock", conn)
-                while chunk := data.read(1 << 20):
-                    raw.sendall(chunk)
-                raw.shutdown(socket.SHUT_WR)
-                replies = b""
-                while block := raw.recv(65536):
-                    replies = (replies + block)[-4000:]
-                conn.close()
-            except Exception as exc:
-                raise InfrastructureError(f"cannot copy inputs into the sandbox: {exc}") from exc
-            code = exit_code(container, exec_id)
-        if code:
-            message = replies.decode("utf-8", "replace")
-            if "No space left" in message:
-                raise InfrastructureError(
-                    f"the inputs of {mount.target} do not fit the sandbox disk limit ({limits.disk_mb} MB): "
-                    "raise sandbox.disk_mb",
-                    retryable=False,
-                )
-            raise InfrastructureError(
-                f"cannot copy inputs into {mount.target} (tar exit {code}): {message[-500:]}"
-            )
-
     def _finish(self, container: Any, spec: RunSpec, limits: ResolvedLimits) -> tuple[bool, str | None]:
         """End the command's processes, then read the OOM count, the disk areas, and the outputs back."""
         writable = [m for m in spec.mounts if not m.read_only]
-        if not kill_all(container, self.config.user):
+        probe = end_all(container, self.config.user, [*(m.target for m in writable), "/tmp"])
+        if probe is None:
             with contextlib.suppress(Exception):
                 container.kill()
             lost = "outputs lost: the sandbox's processes could not be stopped (process limit)"
             return False, lost if writable else None
-        oom, space = probe(container, self.config.user, [*(m.target for m in writable), "/tmp"])
+        oom, space = probe.oom_kills, probe.free
         violation = None
         for m in writable:
             free, _size = space.get(m.target, (FULL_BYTES, 0))
@@ -290,34 +239,9 @@ class DockerSandbox:
         if space.get("/tmp", (FULL_BYTES, 0))[0] < FULL_BYTES:
             violation = violation or f"disk limit ({limits.tmp_mb} MB) reached in /tmp"
         for m in writable:
-            refused = self._collect(container, m, limits)
+            refused = collect(container, m, self.config.user, (limits.disk_mb << 20) + FULL_BYTES)
             violation = violation or refused
         return oom > 0, violation
-
-    def _collect(self, container: Any, mount: Mount, limits: ResolvedLimits) -> str | None:
-        """Replace the host directory's content by what the command left in its disk area."""
-        source = Path(mount.source)
-        scratch = scratch_beside(source)
-        try:
-            chunks, exec_id = stream_out(
-                container, ["tar", "-c", "-f", "-", "-C", mount.target, "."], self.config.user
-            )
-            reader = ChunkReader(chunks)
-            refused = unpack(
-                reader, scratch, max_bytes=(limits.disk_mb << 20) + FULL_BYTES, label=mount.target
-            )
-            try:
-                reader.drain()
-            except Exception as exc:
-                raise InfrastructureError(f"reading outputs from the sandbox failed: {exc}") from exc
-            code = exit_code(container, exec_id)
-            if code and not refused:
-                refused = f"output of {mount.target} could not be read completely (tar exit {code})"
-            replace_contents(source, scratch)
-            return refused
-        finally:
-            if scratch.exists():
-                shutil.rmtree(scratch, ignore_errors=True)
 
     def _remove(self, container: Any) -> None:
         try:
