@@ -103,7 +103,7 @@ class DockerSandbox:
                 timeout_s=limits.timeout_s,
                 output_bytes=limits.output_bytes,
             )
-            oom, violation = self._finish(container, spec, limits)
+            oom, violation = self._finish(container, spec, limits, ran.exit_code)
         return _result(ran, oom, violation, limits)
 
     @contextlib.contextmanager
@@ -114,7 +114,7 @@ class DockerSandbox:
             raise SandboxViolation(linked)
         with self._gpus(spec) as gpus, self._container(spec, limits, gpus) as container:
             yield DockerSession(container, spec, limits, self.config.user)
-            _oom, violation = self._finish(container, spec, limits)
+            _oom, violation = self._finish(container, spec, limits, None)
         if violation:
             raise SandboxViolation(violation)
 
@@ -221,9 +221,16 @@ class DockerSandbox:
         finally:
             self._remove(container)
 
-    def _finish(self, container: Any, spec: RunSpec, limits: ResolvedLimits) -> tuple[bool, str | None]:
-        """End the command's processes, then read the OOM count, the disk areas, and the outputs back."""
+    def _finish(
+        self, container: Any, spec: RunSpec, limits: ResolvedLimits, code: int | None
+    ) -> tuple[bool, str | None]:
+        """End the command's processes, then read the OOM count, the disk areas, and the outputs back.
+
+        A run without writable mounts that exited by itself, and not by SIGKILL, has nothing to read back
+        and cannot have been OOM-killed itself: removing the container ends what it left (saves an exec)."""
         writable = [m for m in spec.mounts if not m.read_only]
+        if not writable and code is not None and code != 137:
+            return False, None
         probe = end_all(container, self.config.user, [*(m.target for m in writable), "/tmp"])
         if probe is None:
             with contextlib.suppress(Exception):
