@@ -32,6 +32,7 @@ from metasearch.llm.scripted import ScriptedLLM
 from metasearch.llm.service import LLMService
 from metasearch.manifest import parse_manifest
 from metasearch.proposers.gate import GateConfig, check
+from metasearch.proposers.llm import LLMProposer
 from metasearch.proposers.self_modify import SelfModifyProposer
 from metasearch.registry import SCHEDULERS
 from metasearch.report import best_dict
@@ -269,29 +270,33 @@ def solve_attack(script: str, limits: Limits = Limits()) -> Callable[[Ctx], Outc
     return attack
 
 
-def expand_attack(improve: str, *, sandbox: str = "docker", plant: bool = False) -> Callable[[Ctx], Outcome]:
-    """A self-improvement step (the real ``self`` proposer and runner) whose agent runs ``improve``."""
+def expand_attack(
+    improve: str, *, sandbox: str = "docker", plant: bool = False, proposer: str = "self"
+) -> Callable[[Ctx], Outcome]:
+    """An expansion through the real runner: the ``self`` proposer, whose parent agent runs ``improve``,
+    or the ``llm`` proposer's tool loop, whose (scripted) model runs ``improve`` and submits."""
 
     def attack(ctx: Ctx) -> Outcome:
-        seed = agent(
-            ctx.tmp / "seed",
-            improve=improve.format_map(_Placeholders(secret=ctx.secret, host_dir=ctx.host_dir)),
-        )
+        script = improve.format_map(_Placeholders(secret=ctx.secret, host_dir=ctx.host_dir))
+        seed = agent(ctx.tmp / "seed", improve=script)
         if plant:  # a link to a host file committed in the parent (an earlier run planted it)
             (seed / "planted").symlink_to(ctx.secret)
         archive = GitArchive.create(ctx.tmp / "study", study="hostile", config_text="{}\n")
         parent = archive.add_seed("hostile", seed, job_id="seed")
         box = ctx.docker("pytest-hostile") if sandbox == "docker" else LocalSandbox(study="hostile")
-        with ScriptedLLM(["unused"]) as llm:
+        replies = [f"```bash\n{script}\n```", "SUBMIT\nedited"]
+        with ScriptedLLM(replies) as llm:
             service = LLMService(
                 LLMSection(base_url=llm.base_url, api_key_env=None), study_dir=archive.root
             ).start()
             try:
-                proposer = SelfModifyProposer(
-                    SelfModifyProposer.Config(), study_dir=archive.root, llm=service
+                edits: Any = (
+                    SelfModifyProposer(SelfModifyProposer.Config(), study_dir=archive.root, llm=service)
+                    if proposer == "self"
+                    else LLMProposer(LLMProposer.Config(mode="tools"), study_dir=archive.root, llm=service)
                 )
                 suite = OneTaskSuite()
-                runner = Runner(archive, suite, box, proposer, "self", {t.id: t for t in suite.tasks()})
+                runner = Runner(archive, suite, box, edits, proposer, {t.id: t for t in suite.tasks()})
                 outcome = runner(Expand(parent.id))
             finally:
                 service.close()
@@ -474,6 +479,16 @@ CASES = [
         ),
         "tampered worktree: .git was rewritten",
         docker=False,
+    ),
+    Case(
+        "tool_loop_git_write",
+        expand_attack("printf 'gitdir: /tmp/evil\\n' > /agent/.git", proposer="llm"),
+        "proposer failed: tampered: /agent/.git was written",
+    ),
+    Case(
+        "tool_loop_link_out",
+        expand_attack("ln -s {host_dir} /agent/data", proposer="llm"),
+        "proposer failed: link out of the tree: /agent/data -> {host_dir}",
     ),
     Case(
         "link_committed_by_parent",
