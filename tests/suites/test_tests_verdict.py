@@ -550,7 +550,9 @@ def _catch2(
         (tmp_path / mode).write_text(text)
         run = channel.Run(mode, exit_code=exit_code if code is None else code)
         catch2.read_report(run, str(tmp_path / mode), "diamond_test.cpp")
+        catch2.settle_exit(run)
         runs.append(run)
+    catch2.fold_sections(runs[0], {str(r["id"]) for r in runs[1].records if r.get("t") == "report"})
     return runs
 
 
@@ -563,6 +565,12 @@ def test_catch2_reports_are_read_and_judged(tmp_path: Path) -> None:
     failing = _catch2(tmp_path, failing_junit, CATCH_XML.format(success="false"), 1)
     wrong = verdict.judge(ids, failing, fractional=False, what="tests")
     assert wrong["score"] == 0.0 and "1 of 2 tests failed: ['Odd side']" in wrong["error"]
+    # Three failed assertions (Catch2's exit status) in one test case whose JUnit name has a section.
+    sections = failing_junit.replace('name="Odd side"', 'name="Odd side/First section"')
+    counted = verdict.judge(
+        ids, _catch2(tmp_path, sections, CATCH_XML.format(success="false"), 3), fractional=False, what="t"
+    )
+    assert counted["flags"] == [] and "1 of 2 t failed: ['Odd side']" in counted["error"]
     # The executable forced to exit 0 after a failing report: the counts disagree.
     forced = verdict.judge(
         ids,

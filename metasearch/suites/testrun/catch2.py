@@ -4,9 +4,11 @@ The exercise's CMake project is configured with ``EXERCISM_RUN_ALL_TESTS`` and o
 built (the project's own ``ALL`` target would run it and report by exit status alone). The executable then
 runs twice, once per reporter (``-r junit -o <file>``, ``-r xml -o <file>``), each writing to a file in a
 directory the grader made for that run, so what the tests print never mixes with the report. Both become
-``channel.Run`` transcripts for ``verdict.judge``: test ids ``<test file>::<test case name>``, an end
-record only when the report is complete (``</testsuites>``, ``OverallResultsCases``), whose failure count
-must match the executable's exit status (Catch2 returns the number of failed test cases).
+``channel.Run`` transcripts for ``verdict.judge``: test ids ``<test file>::<test case name>`` (JUnit's
+``case/section`` names folded into their case), an end
+record only when the report is complete (``</testsuites>``, ``OverallResultsCases``), and a report with
+failures must come with a non-zero exit status and one without with 0 (Catch2 exits with its count of
+failed assertions).
 
 Weaker than the Python harnesses, like ``libtest.py``: both reports are files the test process could
 write, so a candidate that forges both (and evades the early-exit scan) can still lie. Checked with the
@@ -44,12 +46,34 @@ def run_catch2_tests(work: str, name: str, test_file: str, *, timeout_s: float) 
         kill_orphans()
         run.output = out[-3000:]
         read_report(run, report, test_file)
+        settle_exit(run)
+    fold_sections(junit, {str(r["id"]) for r in xml.records if r.get("t") == "report"})
     return [junit, xml]
+
+
+def settle_exit(run: Run) -> None:
+    """Catch2 exits with its count of failed assertions, so only "any failed" can be compared: a report
+    whose verdict matches the exit status takes that status as its own (``judge`` then sees them agree)."""
+    for end in (r for r in run.records if r.get("t") == "end"):
+        if end["exitstatus"] == int(run.exit_code not in (0, None)):
+            end["exitstatus"] = run.exit_code
+
+
+def fold_sections(run: Run, cases: set[str]) -> None:
+    """JUnit names a test case with sections ``case/section``; the XML reporter names the case. Rename
+    ``case/...`` records to ``case`` when ``case`` is a test case the XML report names (the fold of the
+    outcomes then fails the case if any of its sections failed)."""
+    for record in run.records:
+        name = str(record.get("id", ""))
+        if record.get("t") == "report" and name not in cases:
+            owner = [case for case in cases if name.startswith(case + "/")]
+            if owner:
+                record["id"] = max(owner, key=len)
 
 
 def read_report(run: Run, path: str, test_file: str) -> None:
     """Add the records of the report at ``path`` (reporter named by ``run.mode``) to ``run``; the end
-    record only when the report is complete, with its count of failed test cases."""
+    record only when the report is complete, with exit status 1 if any test case failed, else 0."""
     junit = run.mode.endswith("junit")
     try:
         root = ET.parse(path).getroot()
@@ -61,8 +85,7 @@ def read_report(run: Run, path: str, test_file: str) -> None:
         for case, outcome in results
     ]
     if _complete(root, "junit" if junit else "xml"):
-        failed = sum(outcome == "failed" for _, outcome in results)
-        run.records.append({"t": "end", "exitstatus": min(failed, 255)})
+        run.records.append({"t": "end", "exitstatus": int(any(o == "failed" for _, o in results))})
 
 
 def _junit(root: ET.Element) -> list[tuple[str, str]]:
