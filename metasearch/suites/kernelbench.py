@@ -7,12 +7,11 @@ loaded files, path and bytes) identifies exactly which problem files a result wa
 
 Visible to the agent: ``reference.py`` (the problem file: ``Model``, ``get_inputs``, ``get_init_inputs``)
 and ``TASK.md``. The agent writes ``output/solution.py`` with ``class ModelNew``. Grading runs the kernels
-suite's scorer (``metasearch/suites/kernels/score.py``) in a fresh sandbox as
-``python3 /grader/score.py --reference /reference/reference.py --candidate /artifact/solution.py``.
+suite's scorer (``metasearch/suites/kernels/grader/``, through ``grade_kernel``) in a fresh sandbox, on a
+task folder made of the problem file and this suite's tolerances.
 
-Not verified offline: the scorer's command line is the one agreed with the kernels suite, which may not
-exist yet in a given checkout (``grade`` then raises ``ConfigError``); the real KernelBench problem sizes,
-which need a GPU (v0.1 sizes are far too large for a CPU); scores on a real KernelBench checkout.
+Not verified offline: the real KernelBench problem sizes, which need a GPU (v0.1 sizes are far too large
+for a CPU); scores on a real KernelBench checkout.
 """
 
 from __future__ import annotations
@@ -28,11 +27,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError
-from metasearch.sandboxes.protocol import Mount, Sandbox
-from metasearch.suites.grading import grade
+from metasearch.sandboxes.protocol import Sandbox
+from metasearch.suites.kernels import grade_kernel
 from metasearch.suites.protocol import Task, TaskResult
 
-SCORER_DIR = Path(__file__).resolve().parent / "kernels"
 PROBLEM_FILE = re.compile(r"^(\d+)_(\w+)\.py$")
 STATEMENT = """# {task_id}
 
@@ -116,16 +114,16 @@ class KernelBenchSuite:
             for path in task_dir.iterdir():
                 path.chmod(0o644)
             task_dir.chmod(0o755)
-            command = [
-                "python3", "/grader/score.py", "--task-dir", "/problem", "--candidate", "/artifact/solution.py",
-                "--device", cfg.device, "--reps", str(cfg.reps), "--timeout", str(cfg.grade_timeout_s),
-            ]  # fmt: skip
-            mounts = [
-                Mount(SCORER_DIR, "/grader"),
-                Mount(task_dir, "/problem"),
-                Mount(artifact_dir, "/artifact"),
-            ]
-            return grade(sandbox, command, mounts, timeout_s=cfg.grade_timeout_s + 60, memory_mb=16384)
+            return grade_kernel(
+                sandbox,
+                task_dir,
+                artifact_dir,
+                device=cfg.device,
+                reps=cfg.reps,
+                warmup=2,
+                timeout_s=cfg.grade_timeout_s,
+                memory_mb=16384,
+            )
 
     def _file(self, task_id: str) -> Path:
         if task_id not in self.files:

@@ -88,8 +88,11 @@ _FIND_REFERENCE = (
     "and o.__name__ == '_metasearch_reference')\n"
 )
 _SOFTMAX = ORACLES["row_softmax"][3]
+# The grading worker's own module, as a candidate that has read the grader finds it.
+_WORKER = "import sys, threading\n_W = sys.modules['__main__'].Worker\n_handle = _W.handle\n"
 
-# name -> (task, candidate source, a flag or an error fragment that must appear)
+# name -> (task, candidate source, what must catch it): a flag or an error fragment (and the score is 0), or
+# "no gain" (it scores no higher than the honest oracle, and its speedup is not above the oracle's).
 EXPLOITS: dict[str, tuple[str, str, str]] = {
     # wrong numbers, with the comparison patched to always agree
     "patched_allclose": (
@@ -115,7 +118,7 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
             f"_SEEN[k] if (k := x.numpy().tobytes()) in _SEEN else _SEEN.setdefault(k, slow({_SOFTMAX}))",
             prelude="_SEEN = {}\n\ndef slow(out):\n    time.sleep(0.02)\n    return out\n",
         ),
-        "not faster",
+        "no gain",
     ),
     # more threads than the reference gets
     "threads": (
@@ -123,7 +126,7 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
         _module("matvec_rows", ORACLES["matvec_rows"][3], before_return="        torch.set_num_threads(2)\n"),
         "multithreaded",
     ),
-    # makes every call of the reference slower
+    # makes every call of the reference slower in its own process
     "slowed_reference": (
         "row_softmax",
         _module(
@@ -149,8 +152,171 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
     # prints a made-up report and leaves before the grader's loop runs
     "fake_report": (
         "row_softmax",
-        "import json, os\nprint(json.dumps({'speedup': 9.0, 'ci_low': 8.0, 'ci_high': 10.0, 'ref_ms': 1.0, "
-        "'cand_ms': 0.1, 'timed_s': 0.0, 'flags': [], 'changed': []}), flush=True)\nos._exit(0)\n",
-        "no output saved",
+        "import json, os\nprint(json.dumps({'score': 1.0, 'speedup': 9.0, 'ci_low': 8.0, 'ci_high': 10.0, "
+        "'ref_ms': 1.0, 'cand_ms': 0.1, 'flags': [], 'changed': []}), flush=True)\nos._exit(0)\n",
+        "candidate crashed",
+    ),
+    # the grader's clocks in the candidate's process, slowed (and anything in the worker named for time)
+    "slowed_clocks": (
+        "add_control",
+        _module(
+            "add_control",
+            ORACLES["add_control"][3],
+            prelude=(
+                "import sys\n_real = time.perf_counter\ntime.perf_counter = lambda: _real() / 2.5\n"
+                "_main = sys.modules['__main__']\n"
+                "for _name in [n for n in dir(_main) if 'time' in n.lower()]:\n"
+                "    setattr(_main, _name, lambda *a, **k: 0.0)\n"
+            ),
+        ),
+        "tampered_timer",
+    ),
+    # the same, with the worker's own report on its process silenced: nothing to gain, nothing reported
+    "silenced_clocks": (
+        "add_control",
+        _module(
+            "add_control",
+            ORACLES["add_control"][3],
+            prelude=(
+                _WORKER + "_real = time.perf_counter\ntime.perf_counter = lambda: _real() / 2.5\n\n"
+                "def _quiet(self, op, msg):\n"
+                "    if op == 'audit':\n"
+                "        return {'changed': [], 'reference_calls': 0, 'threads_changed': False}\n"
+                "    return _handle(self, op, msg)\n\n"
+                "_W.handle = _quiet\n"
+            ),
+        ),
+        "no gain",
+    ),
+    # answers the timed command at once and computes each output only when it is asked for
+    "lazy_outputs": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            _SOFTMAX,
+            prelude=(
+                _WORKER + "\ndef _lazy(self, op, msg):\n"
+                "    if op == 'run':\n"
+                "        self.outputs = []\n"
+                "        return {'ok': True}\n"
+                "    if op == 'fetch' and not self.outputs:\n"
+                "        _handle(self, 'run', msg)\n"
+                "    return _handle(self, op, msg)\n\n"
+                "_W.handle = _lazy\n"
+            ),
+        ),
+        "work_outside_timing",
+    ),
+    # answers the timed command at once and computes in a thread while the judge looks elsewhere
+    "background_work": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            _SOFTMAX,
+            prelude=(
+                _WORKER + "_pending = []\n\n"
+                "def _later(self, op, msg):\n"
+                "    if op == 'run':\n"
+                "        t = threading.Thread(target=_handle, args=(self, op, msg))\n"
+                "        t.start()\n"
+                "        _pending.append(t)\n"
+                "        return {'ok': True}\n"
+                "    while _pending:\n"
+                "        _pending.pop().join()\n"
+                "    return _handle(self, op, msg)\n\n"
+                "_W.handle = _later\n"
+            ),
+        ),
+        "no gain",  # the thread's work lands in the untimed commands, whose CPU time is charged
+    ),
+    # stops the reference's worker again and again, so that the reference looks slow
+    "stopped_reference": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            _SOFTMAX,
+            prelude=(
+                "import os, signal, threading\n\n"
+                "def _reference():\n"
+                "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+                "        try:\n"
+                "            cmd = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')\n"
+                "        except OSError:\n"
+                "            continue\n"
+                "        if any(c.endswith(b'worker.py') for c in cmd) and b'--candidate' not in cmd:\n"
+                "            return int(pid)\n\n"
+                "def _pester():\n"
+                "    pid = _reference()\n"
+                "    while pid:\n"
+                "        os.kill(pid, signal.SIGSTOP)\n"
+                "        time.sleep(0.002)\n"
+                "        os.kill(pid, signal.SIGCONT)\n"
+                "        time.sleep(0.001)\n\n"
+                "threading.Thread(target=_pester, daemon=True).start()\n"
+            ),
+        ),
+        "no gain",
+    ),
+    # writes answers into its reply pipe before any question, to end the judge's timed waits at once
+    "early_answers": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            _SOFTMAX,
+            prelude=(
+                "import os, sys\n_fd = int(sys.argv[sys.argv.index('--reply-fd') + 1])\n"
+                "os.write(_fd, b'{\"ok\": true}\\n' * 50)\n"
+            ),
+        ),
+        "answered out of turn",
+    ),
+    # ends the judge itself
+    "killed_judge": (
+        "row_softmax",
+        _module(
+            "row_softmax", _SOFTMAX, prelude="import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
+        ),
+        "grader failed",
+    ),
+}
+
+# Attacks that only a container can stop (the local sandbox runs them as the same user, often root):
+# name -> (task, source, flags of which one must be raised, or "" when the attack must simply fail)
+DOCKER_EXPLOITS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    # reads the judge's memory (its secrets, its clock) through /proc
+    "judge_memory": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            _SOFTMAX,
+            prelude=(
+                "import os\n"
+                "try:\n"
+                "    open(f'/proc/{os.getppid()}/mem', 'rb').close()\n"
+                "    raise RuntimeError('JUDGE_MEMORY_OPEN')\n"
+                "except PermissionError:\n"
+                "    pass\n"
+            ),
+        ),
+        (),
+    ),
+    # a detached process that works (here: spins) while the judge times the reference
+    "detached_helper": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            _SOFTMAX,
+            prelude=(
+                "import os\n"
+                "if os.fork() == 0:\n"
+                "    os.setsid()\n"
+                "    if os.fork() == 0:\n"
+                "        while True:\n"
+                "            pass\n"
+                "    os._exit(0)\n"
+                "os.wait()\n"
+            ),
+        ),
+        ("work_outside_timing", "reference_disturbed"),
     ),
 }

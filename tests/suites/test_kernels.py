@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from kernels_fixtures import EXPLOITS, ORACLES, cheat, cheat_kind, oracle, wrong
+from kernels_fixtures import DOCKER_EXPLOITS, EXPLOITS, ORACLES, cheat, cheat_kind, oracle, wrong
 
-from metasearch.errors import ConfigError
+from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.sandboxes.local import LocalSandbox
 from metasearch.suites.kernels import TASKS_DIR, KernelsSuite, aggregate, cuda_available, task_specs
 from metasearch.suites.protocol import Suite, TaskResult
@@ -75,13 +75,18 @@ def test_oracle_wrong_and_cheat(task: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPLOITS))
 def test_attacks_on_the_grader_are_caught(name: str, tmp_path: Path) -> None:
-    """Patched comparisons, tensor subclasses, value caches, extra threads, a slowed or called reference and a
-    forged report: none of them earns a speedup, and each is caught by the check named in the fixture."""
+    """Patched comparisons, tensor subclasses, value caches, extra threads, a slowed, stopped or called
+    reference, slowed clocks, a worker that answers before working or leaves work for later, forged answers
+    and a killed judge: none of them earns more than the honest solution, and each is caught by the check
+    named in the fixture."""
     task, source, caught_by = EXPLOITS[name]
-    result = grade(KernelsSuite(KernelsSuite.Config(reps=9)), task, source, tmp_path)
-    if caught_by == "not faster":  # correct and honest about it, but the cache no longer pays
-        assert result.metrics["correct"] == 1.0 and result.metrics["fast_1"] == 0.0, result
-        assert result.score <= 0.1 and result.metrics["speedup"] < 1.0, result
+    suite = KernelsSuite(KernelsSuite.Config(reps=9))
+    result = grade(suite, task, source, tmp_path)
+    if caught_by == "no gain":
+        honest = grade(suite, task, oracle(task), tmp_path)
+        assert result.score <= honest.score, (result, honest)
+        # timing noise between two gradings stays well inside this; the attacks aim at 2.5x and more
+        assert result.metrics.get("speedup", 0.0) <= 1.6 * honest.metrics["speedup"], (result, honest)
         return
     assert result.score == 0.0, result
     assert caught_by in result.flags or caught_by in (result.error or ""), result
@@ -129,6 +134,20 @@ def test_a_speedup_above_the_ceiling_is_flagged_not_rewarded(
     assert "speedup_above_ceiling" in result.flags and result.score == pytest.approx(0.1), result
 
 
+def test_a_broken_reference_is_the_graders_fault_not_the_candidates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import metasearch.suites.kernels as kernels
+
+    here = tmp_path / "suite"
+    shutil.copytree(kernels.HERE, here, ignore=shutil.ignore_patterns("__pycache__"))
+    reference = here / "tasks" / "row_softmax" / "reference.py"
+    reference.write_text(reference.read_text().replace("rows = []", "raise RuntimeError('task bug')"))
+    monkeypatch.setattr(kernels, "HERE", here)
+    with pytest.raises(InfrastructureError, match="task bug"):
+        grade(KernelsSuite(KernelsSuite.Config(reps=3)), "row_softmax", oracle("row_softmax"), tmp_path)
+
+
 def test_aggregate_divides_by_all_tasks() -> None:
     results = {
         "a": TaskResult(0.8, {"correct": 1.0, "speedup": 4.0, "fast_0": 1.0, "fast_1": 1.0, "fast_2": 1.0}),
@@ -151,6 +170,38 @@ def test_grading_in_docker(docker_sandbox_factory, tmp_path: Path) -> None:  # t
     assert good.error is None and good.metrics["fast_2"] == 1.0, good
     cheating = grade(suite, "conv1d_taps", cheat("conv1d_taps"), tmp_path, sandbox)
     assert "tampered_timer" in cheating.flags and cheating.score == 0.0
+
+
+DOCKER_CASES = [*DOCKER_EXPLOITS, "lazy_outputs", "background_work", "stopped_reference", "killed_judge"]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", DOCKER_CASES)
+def test_attacks_in_docker(name: str, docker_sandbox_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """In a container the judge's memory is out of the candidate's reach, and the container's CPU counter
+    sees a process the candidate detached; the attacks that the local sandbox also stops stay stopped."""
+    suite = KernelsSuite(KernelsSuite.Config(reps=9))
+    sandbox = docker_sandbox_factory()
+    tmp_path.chmod(0o755)
+    if name in DOCKER_EXPLOITS:
+        task, source, flags = DOCKER_EXPLOITS[name]
+        result = grade(suite, task, source, tmp_path, sandbox)
+        assert "JUDGE_MEMORY_OPEN" not in (result.error or ""), result
+        if flags:
+            assert result.score == 0.0 and set(flags) & set(result.flags), result
+        else:
+            assert result.metrics.get("correct") == 1.0 and not result.flags, result
+        return
+    task, source, caught_by = EXPLOITS[name]
+    result = grade(suite, task, source, tmp_path, sandbox)
+    if caught_by == "no gain":
+        honest = grade(suite, task, oracle(task), tmp_path, sandbox)
+        assert result.score <= honest.score, (result, honest)
+        assert result.metrics.get("speedup", 0.0) <= 1.6 * honest.metrics["speedup"], (result, honest)
+    else:
+        assert result.score == 0.0 and (caught_by in result.flags or caught_by in (result.error or "")), (
+            result
+        )
 
 
 @pytest.mark.gpu

@@ -4,9 +4,9 @@ Each task is a folder under ``tasks/``: ``reference.py`` (``class Model(nn.Modul
 and ``get_init_inputs()``; module-level size constants) and ``task.toml`` (tolerances, extra shape sets,
 speedup ceiling, GPU need, subsets). The agent sees ``reference.py``, ``TASK.md`` and ``task.toml`` and writes
 ``output/solution.py`` holding ``class ModelNew(nn.Module)`` with the same constructor and ``forward``
-signatures. Grading runs ``score.py`` (see its docstring) in a fresh sandbox that mounts this folder; the
-reference there is loaded from a path the candidate cannot import, and the inputs come from seeds drawn at
-grading time.
+signatures. Grading runs ``grader/score.py`` (see ``grader/judge.py``) in a fresh sandbox: a judge process
+that never loads the candidate measures everything that decides the score, the candidate runs in a worker
+that only does what the judge asks, and the inputs come from seeds drawn at grading time.
 
 Subsets: ``cpu`` (8 tasks whose naive reference leaves at least 5x headroom on one CPU core, plus the
 ``add_control`` task, which is already optimal and must not count as faster), ``smoke``, ``control``,
@@ -28,21 +28,22 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metasearch.errors import ConfigError
+from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.sandboxes.protocol import Mount, Sandbox
-from metasearch.suites.grading import grade
+from metasearch.suites.grading import parse_grader_output, run_grader
 from metasearch.suites.protocol import Task, TaskResult
 
 HERE = Path(__file__).resolve().parent
 TASKS_DIR = HERE / "tasks"
+GRADER_FAULT = 3  # score.py's exit status when the grader itself failed
 DESCRIPTION = (
     "GPU/CPU kernel optimisation in KernelBench's format. Each task directory holds reference.py: a PyTorch "
     "`class Model(nn.Module)` with `get_inputs()` and `get_init_inputs()`. Write output/solution.py with "
     "`class ModelNew(nn.Module)`: same constructor arguments and forward signature, the same outputs within "
     "the tolerances in task.toml, and as fast as possible. Graded on inputs drawn from secret seeds, on several "
-    "shapes, timed against the reference (single-threaded on CPU) on fresh inputs each call; writing into "
-    "inputs, caching outputs across calls, touching timers or PyTorch's functions, calling the reference or "
-    "using more threads scores 0. Do not import reference.py: it is not importable at grading time."
+    "shapes, timed by the grader's own clock against the reference (single-threaded on CPU) on fresh inputs "
+    "each call; writing into inputs, caching outputs across calls, leaving work for later, touching timers "
+    "or PyTorch's functions, calling the reference or using more threads scores 0. Do not import reference.py: it is not importable at grading time."
 )
 
 
@@ -118,24 +119,57 @@ class KernelsSuite:
 
     def grader_files(self, task_id: str) -> dict[str, str]:
         name = _name(task_id)
-        return {
-            "grader/score.py": (HERE / "score.py").read_text(),
-            "grader/task.toml": (TASKS_DIR / name / "task.toml").read_text(),
-        }
+        files = {f"grader/{p.name}": p.read_text() for p in sorted((HERE / "grader").glob("*.py"))}
+        return {**files, "grader/task.toml": (TASKS_DIR / name / "task.toml").read_text()}
 
     def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
         name = _name(task_id)
         spec = task_specs()[name]
         artifact_dir.mkdir(parents=True, exist_ok=True)
         device = "cuda" if spec.get("needs_gpu") else "cpu"
-        command = [
-            "python3", "/grader/score.py", "--task-dir", f"/grader/tasks/{name}",
-            "--candidate", "/artifact/solution.py", "--device", device,
-            "--reps", str(self.config.reps), "--warmup", str(self.config.warmup),
-            "--timeout", str(self.config.grade_timeout_s),
-        ]  # fmt: skip
-        mounts = [Mount(HERE, "/grader"), Mount(artifact_dir, "/artifact")]
-        return grade(sandbox, command, mounts, timeout_s=self.config.grade_timeout_s + 60, memory_mb=4096)
+        return grade_kernel(
+            sandbox,
+            HERE / "tasks" / name,
+            artifact_dir,
+            device=device,
+            reps=self.config.reps,
+            warmup=self.config.warmup,
+            timeout_s=self.config.grade_timeout_s,
+        )
+
+
+def grade_kernel(
+    sandbox: Sandbox,
+    problem_dir: Path,
+    artifact_dir: Path,
+    *,
+    device: str,
+    reps: int,
+    warmup: int,
+    timeout_s: float,
+    memory_mb: int = 4096,
+) -> TaskResult:
+    """Grade ``artifact_dir/solution.py`` against the problem folder (``reference.py`` and ``task.toml``)
+    with the scorer in ``grader/``, in a fresh sandbox run: the one way every kernels-format suite grades."""
+    # Docker runs the grading alone in its container, whose CPU counter then covers every process the
+    # candidate starts; elsewhere the judge follows the candidate's process tree.
+    accounting = "container" if sandbox.name == "docker" else "process"
+    command = [
+        "python3", "-I", "/grader/score.py", "--task-dir", "/problem", "--candidate", "/artifact/solution.py",
+        "--device", device, "--reps", str(reps), "--warmup", str(warmup), "--timeout", str(timeout_s),
+        "--accounting", accounting,
+    ]  # fmt: skip
+    mounts = [
+        Mount(HERE / "grader", "/grader"),
+        Mount(problem_dir, "/problem"),
+        Mount(artifact_dir, "/artifact"),
+    ]
+    result = run_grader(sandbox, command, mounts, timeout_s=timeout_s + 60, memory_mb=memory_mb)
+    if result.exit_code == GRADER_FAULT and '"grader_error"' in result.stdout:
+        # the reference or the judge failed: a task or machine fault, never the candidate's failure
+        reason = result.stdout.strip().splitlines()[-1]
+        raise InfrastructureError(f"kernels grader failed on {problem_dir.name}: {reason}", retryable=False)
+    return parse_grader_output(result)
 
 
 def aggregate(results: Mapping[str, TaskResult]) -> dict[str, float]:

@@ -1,0 +1,431 @@
+"""The judge: every number that decides a kernels score is measured here, in a process no candidate code
+runs in (and which no other process of the sandbox user may trace or read: it is non-dumpable).
+
+Two workers run the same program (``worker.py``): the reference's (never imports the candidate) and the
+candidate's. The judge draws the secret seeds and then:
+
+1. **Correctness**, on every shape set: the judge draws the inputs itself and sends them (the candidate sees
+   them only then); the candidate's worker builds the model for a seed it learns only now, runs, and sends
+   back its output and its inputs; the judge compares them with what it computes itself (wrong output, or
+   inputs written into: ``modified_inputs``).
+2. **Timing**, on the default shape, by the judge's clock: each command's round trip from sending it to the
+   complete answer, less the round trip of a command that runs no call (measured on the reference's worker). Calls too short to time
+   one by one are batched, each call of a batch on its own fresh inputs, the same inputs and batch size for
+   both workers. Rounds alternate the two workers in ABBA order; after each round the judge takes every
+   output of the batch from both workers and compares them (``stale_output``: skipped, cached or
+   asynchronous work). Work the candidate's worker moves out of the
+   timed command into the untimed ones around it (drawing inputs, sending outputs) is charged to its time,
+   round by round: whatever CPU time those commands took beyond what the reference's worker needed for the
+   very same commands in three rounds of four.
+3. **Accounting** from the kernel's counters (see ``workers.py``): CPU the candidate's processes used while
+   the judge was not waiting on them (``work_outside_timing``), or more CPU than wall time while it was
+   (``multithreaded``).
+4. **The reference undisturbed**: after the candidate's processes are killed, the reference's worker is
+   timed again alone. A reference more than 25% slower beside the candidate than alone is timed by its solo
+   run, so slowing the reference (stopping it, competing for its CPU) gains at most that much; twice as slow
+   is flagged (``reference_disturbed``).
+5. **Audit** (the candidate's own worker reports what moved in its process: ``tampered_timer``,
+   ``tampered_runtime``, ``called_reference``, ``multithreaded``). A candidate can silence this report, but
+   then the judge's own measurements above are all that count, and its timers are not among them.
+
+Score: 0 unless correct and no disqualifying flag; 0.1 for correct but not measurably faster (the 95%
+bootstrap CI's lower end at most ``MIN_GAIN``); faster: 0.1 + 0.9 * min(1, log(speedup) / log(10)). A
+speedup above the task's ``ceiling`` is flagged ``speedup_above_ceiling`` and scored 0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import math
+import os
+import random
+import secrets
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import shared
+from workers import Accounting, Worker, WorkerFailed, process_cpu, worker_command, worker_env
+
+FULL_CREDIT_SPEEDUP = 10.0
+MIN_GAIN = 1.05  # the CI's lower end must clear this to count as faster: timing noise is not a speedup
+TARGET_BATCH_S = 0.005  # a timed command lasts at least this long: the round trip is then ~1% of it
+MAX_BATCH = 1000
+# The inputs and outputs of one batch stay within a cache's size, so that each call finds its inputs as warm
+# as a call right after they were made (a batch of cold inputs would time memory, not the kernel).
+BATCH_BYTES = {"cpu": 1 << 20, "cuda": 32 << 20}
+MIN_CANDIDATE_S = 0.02  # more rounds when the candidate's batches are short
+MAX_REFERENCE_BATCH_S = (
+    0.05  # a batch sized for a fast candidate stops growing when the reference's is this long
+)
+MIN_TIMED_S = 0.05  # at least this much reference time is measured (more rounds for fast kernels)
+MAX_REPS = 100
+EMPTY_TRIPS = 25
+TYPICAL_QUANTILE = 0.2
+UNTIMED_QUANTILE = 0.75  # the reference's untimed CPU time up to here is the usual spread, not hidden work
+DISTURBED = 2.0  # the reference this much slower beside the candidate than alone: the candidate slowed it
+UNDISTURBED = 1.25  # up to this much slower is noise; beyond it the speedup uses the reference timed alone
+OUTSIDE_CPU = (0.05, 0.05)  # allowed CPU outside the candidate's commands: fraction of their wall, plus s
+DISQUALIFYING = (
+    "modified_inputs", "tampered_timer", "tampered_runtime", "called_reference", "multithreaded",
+    "stale_output", "work_outside_timing", "reference_disturbed",
+)  # fmt: skip
+TIMERS = ("time.", "torch.cuda.synchronize", "torch.cuda.Event")
+
+
+class CandidateFailed(Exception):
+    def __init__(self, reason: str, flags: list[str] | None = None) -> None:
+        super().__init__(reason)
+        self.flags = flags or []
+
+
+class GraderFailed(Exception):
+    """The reference or the judge itself failed: a task or infrastructure fault, never the candidate's."""
+
+
+def score_from(correct: bool, speedup: float, ci_low: float, flags: list[str]) -> float:
+    if not correct or any(f in flags for f in DISQUALIFYING):
+        return 0.0
+    if "speedup_above_ceiling" in flags or ci_low <= MIN_GAIN:
+        return 0.1
+    return 0.1 + 0.9 * min(1.0, math.log(speedup) / math.log(FULL_CREDIT_SPEEDUP))
+
+
+def failed(reason: str, flags: list[str] | None = None) -> dict[str, Any]:
+    return {"score": 0.0, "metrics": {"correct": 0.0}, "flags": flags or [], "error": reason}
+
+
+def judge(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    shared.non_dumpable()
+    # One CPU for the judge and both workers (they inherit it): they take turns, never run at once, and
+    # each worker then finds the same core, caches and neighbours as the other.
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    device = torch.device(args.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    session = Session(args, shared.load_task(Path(args.task_dir)), device)
+    try:
+        session.start()
+        return session.grade()
+    except CandidateFailed as exc:
+        return failed(str(exc), exc.flags)
+    finally:
+        session.close()
+
+
+class Session:
+    """One grading: the two workers, what the judge measured of them, and the verdict."""
+
+    def __init__(self, args: argparse.Namespace, task: dict[str, Any], device: Any) -> None:
+        self.args, self.task, self.device = args, task, device
+        with _reference_fault():
+            self.reference = shared.import_file("_metasearch_reference", Path(args.task_dir) / "reference.py")
+        self.flags: list[str] = []
+        self.changed: list[str] = []
+        self.workers: list[Worker] = []
+
+    def start(self) -> None:
+        deadline, env = time.monotonic() + self.args.timeout, worker_env()
+        self.ref = Worker(worker_command(self.args, None), env, deadline)
+        self.workers.append(self.ref)
+        self._read(self.ref)  # alive and untouchable before the candidate starts
+        self.cand = Worker(worker_command(self.args, self.args.candidate), env, deadline)
+        self.workers.append(self.cand)
+        self._read(self.ref)
+        self._read(self.cand)
+        self.cpu = Accounting(self.args.accounting, self.cand.proc.pid, self.ref.proc.pid)
+        self.cand.cpu = self.cpu
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+
+    def grade(self) -> dict[str, Any]:
+        for shape in [{}, *self.task["shapes"]]:
+            self._check(shape, f"incorrect on shape set {shape or 'default'}")
+        timing = self._time()
+        self._check({}, "incorrect after timing, with a new seed", stale=True)
+        self._audit(self._ask(self.cand, "audit")[0])
+        cpu_total = self.cpu.candidate()
+        self._stop_candidate()
+        solo = [self._solo_round(timing.n) for _ in range(max(5, timing.reps // 2))]
+        return self._verdict(timing, solo, cpu_total)
+
+    # -- correctness -------------------------------------------------------------------------------
+
+    def _check(self, shape: dict[str, Any], what: str, *, stale: bool = False) -> None:
+        model_seed, input_seed = _seed(), _seed()
+        with _reference_fault():
+            model = shared.make_model(self.reference, self.reference.Model, self.device, model_seed, shape)
+            inputs = shared.make_inputs(self.reference, self.device, input_seed, shape)
+            pristine = [shared.as_array(x) for x in inputs if hasattr(x, "numel")]
+            want = shared.as_array(shared.call(model, inputs))
+        limit = want.nbytes + sum(x.nbytes for x in pristine)
+        spec, data = shared.pack([inputs])
+        for worker in self.workers:  # the reference's worker too: both processes live the same history
+            self._ask(worker, "model", seed=model_seed, shape=shape)
+            self._ask(worker, "inputs", slots=spec, payload=data)
+            self._ask(worker, "run")
+            got = self._ask(worker, "fetch", slots=[0], inputs=True, limit=limit)[0]["arrays"]
+        if len(got) != 1 + len(pristine):
+            raise CandidateFailed(f"{what}: the worker sent {len(got)} arrays, not {1 + len(pristine)}")
+        problem = self._compare(got[0], want)
+        if problem:
+            raise CandidateFailed(f"{what}: {problem}", ["stale_output"] if stale else [])
+        if any(self._compare(g, p, exact=True) for g, p in zip(got[1:], pristine, strict=True)):
+            raise CandidateFailed(f"{what}: the candidate wrote into its inputs", ["modified_inputs"])
+
+    def _compare(self, got: Any, want: Any, *, exact: bool = False) -> str | None:
+        import numpy as np
+
+        if got.shape != want.shape or got.dtype != want.dtype:
+            return f"output {got.shape} {got.dtype} differs from the reference's {want.shape} {want.dtype}"
+        if exact:
+            return None if np.array_equal(got, want, equal_nan=True) else "changed"
+        atol, rtol = float(self.task["atol"]), float(self.task["rtol"])
+        if not np.allclose(got, want, atol=atol, rtol=rtol):
+            worst = float(np.nanmax(np.abs(got.astype(np.float64) - want))) if got.size else 0.0
+            return f"wrong output (max abs difference {worst:.3g}, atol {atol:g}, rtol {rtol:g})"
+        return None
+
+    # -- timing ------------------------------------------------------------------------------------
+
+    def _time(self) -> Timing:
+        model_seed = _seed()
+        for worker in self.workers:
+            self._ask(worker, "model", seed=model_seed, shape={})
+        with _reference_fault():
+            model = shared.make_model(self.reference, self.reference.Model, self.device, model_seed, {})
+            inputs = shared.make_inputs(self.reference, self.device, _seed(), {})
+            self.out_bytes = shared.as_array(shared.call(model, inputs)).nbytes
+        size = self.out_bytes + sum(x.numel() * x.element_size() for x in inputs if hasattr(x, "numel"))
+        self._ask(self.ref, "inputs", slots=[])  # a run of no calls: the cost of the command itself
+        self.overhead = _typical([self._ask(self.ref, "run", "empty")[1] for _ in range(EMPTY_TRIPS)])
+        largest = max(1, min(MAX_BATCH, BATCH_BYTES.get(self.device.type, 1 << 20) // max(size, 1)))
+        per_call = {w: self._calibrate(w, largest) for w in self.workers}
+        n = max(1, min(largest, math.ceil(TARGET_BATCH_S / min(per_call.values()))))
+        n = min(n, max(1, math.ceil(MAX_REFERENCE_BATCH_S / per_call[self.ref])))
+        reps = max(
+            self.args.reps,
+            math.ceil(MIN_TIMED_S / (n * per_call[self.ref])),
+            math.ceil(MIN_CANDIDATE_S / (n * per_call[self.cand])),
+        )
+        reps = min(MAX_REPS, reps)
+        rounds: dict[Worker, list[Round]] = {w: [] for w in self.workers}
+        for rep in range(reps):
+            inputs = self._inputs(n)
+            for worker in self.workers if rep % 2 == 0 else self.workers[::-1]:
+                rounds[worker].append(self._round(worker, inputs, "timed"))
+            for got, want in zip(rounds[self.cand][-1].outputs, rounds[self.ref][-1].outputs, strict=True):
+                problem = self._compare(got, want)
+                if problem:
+                    raise CandidateFailed(f"incorrect on a timed call: {problem}", ["stale_output"])
+            for worker in self.workers:
+                rounds[worker][-1].outputs.clear()
+        return Timing(reps, n, rounds[self.ref], rounds[self.cand])
+
+    def _calibrate(self, worker: Worker, largest: int) -> float:
+        """Seconds per call, from batches grown until one lasts ``TARGET_BATCH_S`` (warm-up included)."""
+        n, best = 1, math.inf
+        for attempt in range(max(1, self.args.warmup) + 4):
+            best = min(best, self._round(worker, self._inputs(n), "warm").call)
+            if attempt >= self.args.warmup - 1:
+                if n * best >= TARGET_BATCH_S or n == largest:
+                    break
+                n = min(largest, max(2 * n, math.ceil(TARGET_BATCH_S / max(best, 1e-7))))
+        return max(best, 1e-7)
+
+    def _inputs(self, n: int) -> tuple[list[list[Any]], bytes]:
+        """``n`` fresh input sets at the timed shape, drawn by the judge, ready to send."""
+        with _reference_fault():
+            return shared.pack(
+                [shared.make_inputs(self.reference, self.device, _seed(), {}) for _ in range(n)]
+            )
+
+    def _round(self, worker: Worker, inputs: tuple[list[list[Any]], bytes], kind: str) -> Round:
+        """Send input sets, run them in one timed command, fetch every output. The untimed commands are
+        measured in CPU seconds (the kernel's count, which waiting for a busy machine does not inflate)."""
+        (spec, data), n = inputs, len(inputs[0])
+        cpu = self.cpu.quick if worker is self.cand else functools.partial(process_cpu, worker.proc.pid)
+        with worker.busy():
+            start = cpu()
+            self._ask(worker, "inputs", slots=spec, payload=data)
+            untimed = cpu() - start
+            _, wall = self._ask(worker, "run", kind)
+            start = cpu()
+            answer, _ = self._ask(worker, "fetch", slots=list(range(n)), limit=self.out_bytes * n)
+            untimed += cpu() - start
+        return Round(max(wall - self.overhead, 1e-9) / n, untimed / n, answer["arrays"])
+
+    def _solo_round(self, n: int) -> float:
+        """A round of the reference's worker alone, then the judge draws as many inputs as the candidate's
+        worker did in its place (so the reference finds the machine's caches as it did beside it)."""
+        call = self._round(self.ref, self._inputs(n), "solo").call
+        for _ in range(n):
+            shared.make_inputs(self.reference, self.device, _seed(), {})
+        return call
+
+    def _ask(self, worker: Worker, op: str, kind: str | None = None, **fields: Any) -> tuple[dict, float]:
+        with self._failures(worker), worker.busy():
+            answer, wall = worker.ask(op, kind, **fields)
+        return self._answer(worker, answer), wall
+
+    def _read(self, worker: Worker) -> dict[str, Any]:
+        with self._failures(worker):
+            return self._answer(worker, worker.read())
+
+    @contextlib.contextmanager
+    def _failures(self, worker: Worker) -> Iterator[None]:
+        """A worker that died, hung or broke the protocol: the grader's fault for the reference's worker,
+        the candidate's for its own."""
+        try:
+            yield
+        except WorkerFailed as exc:
+            killed = worker.proc.poll() is not None and worker.proc.returncode < 0
+            if worker is self.ref and killed and len(self.workers) > 1:  # a signal, while the candidate ran
+                raise CandidateFailed(
+                    f"the reference's worker was killed while the candidate ran: {exc}",
+                    ["reference_disturbed"],
+                ) from None
+            if worker is self.ref:
+                raise GraderFailed(f"the reference's worker failed: {exc}") from None
+            if str(exc) == "timed out":
+                raise CandidateFailed(
+                    f"grading timed out after {self.args.timeout:g} s (candidate too slow or hung)"
+                ) from None
+            raise CandidateFailed(f"candidate crashed: {exc}") from None
+
+    def _answer(self, worker: Worker, answer: dict[str, Any]) -> dict[str, Any]:
+        if "error" in answer and worker is self.ref:
+            raise GraderFailed(f"the reference failed: {answer['error']}")
+        if "error" in answer:
+            raise CandidateFailed(str(answer["error"]))
+        return answer
+
+    # -- after timing ------------------------------------------------------------------------------
+
+    def _audit(self, report: dict[str, Any]) -> None:
+        self.changed = [str(c) for c in report.get("changed") or []]
+        if any(c.startswith(TIMERS) for c in self.changed):
+            self.flags.append("tampered_timer")
+        if any(not c.startswith(TIMERS) for c in self.changed):
+            self.flags.append("tampered_runtime")
+        if report.get("reference_calls"):
+            self.flags.append("called_reference")
+        if report.get("threads_changed"):
+            self.flags.append("multithreaded")
+
+    def _stop_candidate(self) -> None:
+        self.cand.stop()
+        for pid in self.cpu.stray_processes():  # whatever it left running would disturb the solo timing
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        # the candidate's processes ran as the same user: they could have moved or deprioritised the
+        # reference's worker, which would make it look slow alone too
+        pid = self.ref.proc.pid
+        if os.sched_getaffinity(pid) != os.sched_getaffinity(0) or os.getpriority(
+            os.PRIO_PROCESS, pid
+        ) != os.getpriority(os.PRIO_PROCESS, 0):
+            self.flags.append("reference_disturbed")
+            os.sched_setaffinity(pid, os.sched_getaffinity(0))
+
+    def _verdict(self, timing: Timing, solo: list[float], cpu_total: float) -> dict[str, Any]:
+        cand, flags = self.cand, self.flags
+        ref_calls = [r.call for r in timing.ref]
+        # what the very same untimed commands typically cost the reference in CPU time: more than that, the
+        # candidate worked out of the judge's sight, and pays for it in the round where it did
+        usual = _quantile([r.untimed for r in timing.ref], UNTIMED_QUANTILE)
+        charged = [max(0.0, r.untimed - usual) for r in timing.cand]
+        cand_calls = [r.call + c for r, c in zip(timing.cand, charged, strict=True)]
+        if _typical(charged) > 0.5 * _typical(cand_calls):
+            flags.append("work_outside_timing")
+        outside = cpu_total - cand.cpu_inside
+        if (
+            outside > OUTSIDE_CPU[1] + OUTSIDE_CPU[0] * cand.wall_inside
+            and "work_outside_timing" not in flags
+        ):
+            flags.append("work_outside_timing")
+        if cand.cpu_inside > 1.25 * cand.wall_inside + 0.05 and "multithreaded" not in flags:
+            flags.append("multithreaded")
+        beside, cand_s, solo_s = (_typical(x) for x in (ref_calls, cand_calls, solo))
+        if beside > DISTURBED * solo_s:
+            flags.append("reference_disturbed")
+        ref_s = beside if beside <= UNDISTURBED * solo_s else solo_s
+        speedup = ref_s / max(cand_s, 1e-12)
+        lo, hi = _bootstrap(ref_calls, cand_calls, ref_s / beside)
+        if speedup > float(self.task.get("ceiling", 1000.0)):
+            flags.append("speedup_above_ceiling")
+        score = score_from(True, speedup, lo, flags)
+        faster = score > 0.1
+        metrics = {
+            "correct": 1.0, "speedup": speedup, "ci_low": lo, "ci_high": hi, "ref_ms": ref_s * 1000,
+            "cand_ms": cand_s * 1000, "ref_solo_ms": solo_s * 1000, "charged_ms": _typical(charged) * 1000,
+            "outside_cpu_ms": outside * 1000, "overhead_us": self.overhead * 1e6, "batch": float(timing.n),
+            "reps": float(timing.reps), "fast_0": float(not flags), "fast_1": float(faster and speedup > 1.0),
+            "fast_2": float(faster and speedup > 2.0),
+        }  # fmt: skip
+        error = None if score > 0 else f"rejected: {', '.join(flags)}"
+        if error and self.changed:
+            error += f" (changed: {', '.join(self.changed[:5])})"
+        return {"score": score, "metrics": metrics, "flags": flags, "error": error}
+
+
+@dataclass
+class Round:
+    """One timed command as the judge saw it: seconds per call, seconds per call of the untimed commands
+    around it, and the outputs it sent."""
+
+    call: float
+    untimed: float
+    outputs: list[Any]
+
+
+@dataclass(frozen=True)
+class Timing:
+    reps: int
+    n: int
+    ref: list[Round]
+    cand: list[Round]
+
+
+@contextlib.contextmanager
+def _reference_fault() -> Iterator[None]:
+    """The reference failing in the judge's own process is the task's or the machine's fault."""
+    try:
+        yield
+    except Exception as exc:
+        raise GraderFailed(f"the reference failed in the judge: {type(exc).__name__}: {exc}") from exc
+
+
+def _seed() -> int:
+    return secrets.randbelow(1 << 30)
+
+
+def _typical(times: list[float]) -> float:
+    """A low quantile: what a call costs when nothing else got in its way. Round trips wait for the
+    scheduler now and then, and that waiting only ever adds time."""
+    return _quantile(times, TYPICAL_QUANTILE)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[int(q * (len(ordered) - 1))]
+
+
+def _bootstrap(ref: list[float], cand: list[float], scale: float, draws: int = 1000) -> tuple[float, float]:
+    """95% interval of the speedup, resampling rounds (each round times both workers)."""
+    rng = random.Random(1)
+    pairs = list(zip(ref, cand, strict=True))
+    ratios = []
+    for _ in range(draws):
+        sample = rng.choices(pairs, k=len(pairs))
+        ratios.append(scale * _typical([r for r, _ in sample]) / max(_typical([c for _, c in sample]), 1e-12))
+    ratios.sort()
+    return ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]

@@ -1,0 +1,49 @@
+"""The kernels scorer: is ``ModelNew`` in a candidate file correct, and how much faster than ``Model``?
+
+Runs inside a fresh grading sandbox (standard library, NumPy and PyTorch only)::
+
+    python3 -I score.py --task-dir TASK --candidate solution.py [--device cpu|cuda] [--reps 15]
+        [--accounting container|process]
+
+and prints one JSON line: ``{"score", "metrics", "flags", "error"}``. The verdict is computed by the judge
+(``judge.py``, which never loads the candidate) from what it measures itself; the workers (``worker.py``)
+only run what it asks. ``--accounting container`` when the run is alone in its container (Docker), else
+``process``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from judge import GraderFailed, failed, judge
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description="Score a KernelBench-format candidate against its reference."
+    )
+    parser.add_argument("--task-dir", required=True)
+    parser.add_argument("--candidate", required=True)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=240.0)
+    parser.add_argument("--accounting", choices=("container", "process"), default="process")
+    args = parser.parse_args(argv)
+    if not Path(args.candidate).is_file():
+        print(json.dumps(failed(f"no artifact: {Path(args.candidate).name} was not written")), flush=True)
+        return
+    try:
+        result = judge(args)
+    except GraderFailed as exc:  # the reference or the judge failed here: not the candidate's doing
+        print(json.dumps({"grader_error": str(exc)}), flush=True)
+        sys.exit(3)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""What the judge and the workers compute the same way: task files, models and inputs for a seed, and the
+wire format between them (one JSON object per line over a pipe)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+# A fixed malloc threshold: without it, glibc's adaptive one makes the same allocation cost a page fault in
+# some runs and not in others, and sub-millisecond timings vary several-fold between processes.
+MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
+MAX_LINE = 1 << 16  # a reply longer than this is not one of ours
+
+
+def load_task(task_dir: Path) -> dict[str, Any]:
+    spec = tomllib.loads((task_dir / "task.toml").read_text())
+    spec.setdefault("shapes", [])
+    return spec
+
+
+def import_file(name: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def sized(reference: Any, shape: dict[str, Any]) -> Iterator[None]:
+    """The reference module with its module-level sizes set to one shape set, restored afterwards."""
+    defaults = {k: getattr(reference, k) for k in shape}
+    for k, v in shape.items():
+        setattr(reference, k, v)
+    try:
+        yield
+    finally:
+        for k, v in defaults.items():
+            setattr(reference, k, v)
+
+
+def make_model(reference: Any, model_cls: Any, device: Any, seed: int, shape: dict[str, Any]) -> Any:
+    """A model of ``model_cls`` with parameters drawn from ``seed``, as every process builds it."""
+    import torch
+
+    with sized(reference, shape):
+        init = reference.get_init_inputs()
+    torch.manual_seed(seed)
+    return model_cls(*init).to(device).eval()
+
+
+def make_inputs(reference: Any, device: Any, seed: int, shape: dict[str, Any]) -> list[Any]:
+    import torch
+
+    with sized(reference, shape):
+        torch.manual_seed(seed)
+        return [x.to(device) if isinstance(x, torch.Tensor) else x for x in reference.get_inputs()]
+
+
+def call(model: Any, inputs: list[Any]) -> Any:
+    import torch
+
+    with torch.no_grad():
+        return model(*inputs)
+
+
+def sync(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def as_array(output: Any) -> Any:
+    """A plain tensor as a NumPy array (what is saved and compared); anything else is refused."""
+    import torch
+
+    if type(output) is not torch.Tensor:
+        raise TypeError(f"ModelNew returned {type(output).__name__}, not a plain torch.Tensor")
+    output = output.detach().cpu()
+    if output.dtype == torch.bfloat16:  # NumPy has no bfloat16
+        output = output.float()
+    return output.numpy()
+
+
+def pack(slots: list[list[Any]]) -> tuple[list[list[Any]], bytes]:
+    """Input sets as a JSON-able description and the tensors' bytes: ``["t", dtype, shape]`` per tensor
+    (its bytes follow in order), ``["v", value]`` per plain value."""
+    import torch
+
+    spec: list[list[Any]] = []
+    chunks: list[bytes] = []
+    for inputs in slots:
+        items: list[Any] = []
+        for x in inputs:
+            if isinstance(x, torch.Tensor):
+                x = x.detach().cpu().contiguous()
+                items.append(["t", str(x.dtype).removeprefix("torch."), list(x.shape)])
+                chunks.append(x.view(-1).view(torch.uint8).numpy().tobytes() if x.numel() else b"")
+            else:
+                items.append(["v", x])
+        spec.append(items)
+    return spec, b"".join(chunks)
+
+
+def unpack(spec: list[list[Any]], data: bytes, device: Any) -> list[list[Any]]:
+    """The input sets ``pack`` described, as fresh tensors on ``device``."""
+    import torch
+
+    view, slots = memoryview(data), []
+    for items in spec:
+        inputs: list[Any] = []
+        for item in items:
+            if item[0] != "t":
+                inputs.append(item[1])
+                continue
+            dtype = getattr(torch, item[1])
+            count = 1
+            for n in item[2]:
+                count *= n
+            size = count * torch.empty((), dtype=dtype).element_size()
+            raw, view = view[:size], view[size:]
+            flat = torch.frombuffer(bytearray(raw), dtype=dtype) if size else torch.empty(0, dtype=dtype)
+            inputs.append(flat.reshape(item[2]).to(device))
+        slots.append(inputs)
+    return slots
+
+
+def send(fd: int, message: dict[str, Any]) -> None:
+    send_bytes(fd, memoryview((json.dumps(message) + "\n").encode()))
+
+
+def send_bytes(fd: int, data: memoryview) -> None:
+    while len(data):
+        data = data[os.write(fd, data) :]
+
+
+def non_dumpable() -> None:
+    """No other process of this user may ptrace this one or read and write its memory through /proc.
+
+    The candidate's worker runs as the same user as the judge and the reference worker; without this it
+    could rewrite their code or clocks in memory."""
+    import ctypes
+
+    pr_set_dumpable = 4
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0)

@@ -1,0 +1,179 @@
+"""A grading worker: builds models and inputs and runs them when the judge says so, nothing else.
+
+Started by the judge twice: once with the reference only (``--candidate`` absent), once with the candidate.
+It reads one command per line from ``--cmd-fd`` and answers each on ``--reply-fd``; the judge times the
+answers with its own clock. Nothing this process says is a verdict: the candidate's worker runs the
+candidate's code and may say anything. The judge trusts only what it can check (saved outputs against its
+own, its own clock, the kernel's CPU accounting); ``audit`` reports what a polite candidate's process saw
+and can only count against it.
+
+Commands: ``model`` (build for a seed and shape set), ``inputs`` (input sets the judge made, their bytes
+following the command line), ``run``
+(call the model once per input set, then synchronise the device), ``fetch`` (send some outputs, optionally
+with their inputs, as raw arrays after the answer line), ``empty`` (answer at once: the judge's measure of
+the round trip), ``audit``, ``exit``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import inspect
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import shared
+
+
+class Guard:
+    """What grading relied on before the candidate was imported; ``changed()`` names what moved."""
+
+    def __init__(self, spaces: dict[str, Any], allowed_code_dir: str) -> None:
+        self.spaces = spaces
+        self.allowed_code_dir = allowed_code_dir
+        self.before = {name: dict(self._callables(space)) for name, space in spaces.items()}
+
+    @staticmethod
+    def _callables(space: Any) -> Any:
+        for key in dir(space):
+            value = inspect.getattr_static(space, key, None)
+            if callable(value) or isinstance(value, (staticmethod, classmethod, property)):
+                yield key, value
+
+    def changed(self) -> list[str]:
+        moved = []
+        for name, space in self.spaces.items():
+            for key, value in self.before[name].items():
+                new = inspect.getattr_static(space, key, None)
+                if new is not value and not self._library_wrapper(new):
+                    moved.append(f"{name}.{key}")
+        return moved
+
+    def _library_wrapper(self, new: Any) -> bool:
+        """PyTorch patches a few of its own functions when parts of it load (``torch.compile`` wraps
+        ``manual_seed`` and hooks ``nn.Module.__init__``): code that lives in PyTorch's files is that."""
+        code = getattr(new, "__code__", None)
+        return code is not None and code.co_filename.startswith(self.allowed_code_dir)
+
+
+class Worker:
+    def __init__(self, args: argparse.Namespace) -> None:
+        import numpy as np
+        import torch
+
+        self.np, self.torch = np, torch
+        self.device = torch.device(args.device)
+        if self.device.type == "cpu":
+            torch.set_num_threads(1)
+        self.reference = shared.import_file("_metasearch_reference", Path(args.task_dir) / "reference.py")
+        del sys.modules["_metasearch_reference"]  # not reachable by name from the candidate
+        self.model_cls = self.reference.Model
+        self.model: Any = None
+        self.slots: list[list[Any]] = []
+        self.outputs: list[Any] = []
+        self.reference_calls = [0]
+        self.threads_changed = False
+        self.guard: Guard | None = None
+        if args.candidate:
+            self._load_candidate(Path(args.candidate))
+
+    def _load_candidate(self, path: Path) -> None:
+        torch, calls = self.torch, self.reference_calls
+        forward = self.reference.Model.forward
+
+        def counted(model: Any, *a: Any, **k: Any) -> Any:
+            calls[0] += 1
+            return forward(model, *a, **k)
+
+        self.reference.Model.forward = counted
+        spaces = {
+            "builtins": builtins, "time": time, "os": os, "json": json, "math": math, "random": random,
+            "statistics": statistics, "numpy": self.np, "torch": torch, "torch.Tensor": torch.Tensor,
+            "torch.nn.Module": torch.nn.Module, "torch.nn.functional": torch.nn.functional,
+            "torch.cuda": torch.cuda, "torch._C._VariableFunctions": torch._C._VariableFunctions,
+            "torch._C._nn": torch._C._nn, "reference": self.reference, "reference.Model": self.reference.Model,
+        }  # fmt: skip
+        self.guard = Guard(spaces, allowed_code_dir=str(Path(str(torch.__file__)).parent) + os.sep)
+        self.model_cls = shared.import_file("solution", path).ModelNew
+
+    def handle(self, op: str, msg: dict[str, Any]) -> dict[str, Any]:
+        if op == "model":
+            self.model = shared.make_model(
+                self.reference, self.model_cls, self.device, msg["seed"], msg["shape"]
+            )
+        elif op == "inputs":
+            self.slots = shared.unpack(msg["slots"], msg.pop("payload", b""), self.device)
+            self.outputs = []
+        elif op == "run":
+            self.outputs = [shared.call(self.model, inputs) for inputs in self.slots]
+            shared.sync(self.device)
+            if self.device.type == "cpu" and self.torch.get_num_threads() != 1:
+                self.threads_changed = True
+                self.torch.set_num_threads(1)
+        elif op == "fetch":
+            arrays = [shared.as_array(self.outputs[i]) for i in msg["slots"]]
+            if msg.get("inputs"):
+                arrays += [
+                    shared.as_array(x) for i in msg["slots"] for x in self.slots[i] if hasattr(x, "numel")
+                ]
+            return {"ok": True, "arrays": [self.np.ascontiguousarray(a) for a in arrays]}
+        elif op == "audit":
+            return {
+                "changed": self.guard.changed() if self.guard else [],
+                "reference_calls": self.reference_calls[0],
+                "threads_changed": self.threads_changed,
+            }
+        elif op != "empty":
+            raise ValueError(f"unknown command {op!r}")
+        return {"ok": True}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="A kernels grading worker (started by the judge).")
+    for name in ("--task-dir", "--device"):
+        parser.add_argument(name, required=True)
+    parser.add_argument("--candidate")
+    parser.add_argument("--cmd-fd", type=int, required=True)
+    parser.add_argument("--reply-fd", type=int, required=True)
+    args = parser.parse_args()
+    reply = args.reply_fd
+    if not args.candidate:  # the reference's worker: the candidate's process, started next, may not touch it
+        shared.non_dumpable()
+        shared.send(reply, {"alive": True})
+    try:
+        worker = Worker(args)
+    except Exception as exc:
+        what = "cannot import ModelNew from the candidate" if args.candidate else "the reference failed"
+        shared.send(reply, {"error": f"{what}: {type(exc).__name__}: {exc}"})
+        return
+    shared.send(reply, {"ok": True})
+    with os.fdopen(args.cmd_fd, "rb") as commands:  # buffered: a command line in one read
+        for line in iter(commands.readline, b""):
+            msg = json.loads(line)
+            if msg.get("nbytes"):
+                msg["payload"] = commands.read(int(msg["nbytes"]))
+            if msg["op"] == "exit":
+                return
+            try:
+                answer = worker.handle(msg["op"], msg)
+            except Exception as exc:
+                answer = {"error": f"candidate raised {type(exc).__name__}: {exc}"}
+            arrays = answer.pop("arrays", [])
+            answer = {**answer, "id": msg["id"]}
+            if arrays:
+                answer["arrays"] = [[a.dtype.str, list(a.shape)] for a in arrays]
+            shared.send(reply, answer)
+            for array in arrays:
+                shared.send_bytes(reply, memoryview(array).cast("B"))
+
+
+if __name__ == "__main__":
+    main()

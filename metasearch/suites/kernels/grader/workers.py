@@ -1,0 +1,312 @@
+"""The judge's side of the workers: start them, time every command with the judge's clock, and account
+for the CPU time the candidate's processes use, from the kernel's counters (which no worker can forge).
+
+Accounting modes: ``container`` (the grading run is alone in its container: the container's cgroup counts
+every process the candidate starts, however it detaches) and ``process`` (the local sandbox: the
+candidate's worker and its live descendants, found through ``/proc``; a process that detaches from the
+tree escapes this count, one reason the local sandbox is for trusted code only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import secrets
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import shared
+
+WORKER = Path(__file__).resolve().parent / "worker.py"
+CGROUP_USAGE = (  # (path, field or None for a bare nanosecond counter, seconds per unit)
+    ("/sys/fs/cgroup/cpu.stat", "usage_usec", 1e-6),
+    ("/sys/fs/cgroup/cpuacct/cpuacct.usage", None, 1e-9),
+    ("/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage", None, 1e-9),
+)
+
+
+class WorkerFailed(Exception):
+    """The worker died, hung past the deadline or broke the protocol; ``str`` says which."""
+
+
+class Worker:
+    """One worker process and the judge's record of every command it answered: wall seconds per kind, and
+    (for the candidate) the CPU seconds its processes used while the judge was waiting on it."""
+
+    def __init__(self, command: list[str], env: dict[str, str], deadline: float) -> None:
+        cmd_r, self._cmd = os.pipe()
+        self._reply, reply_w = os.pipe()
+        self.deadline = deadline
+        self.proc = subprocess.Popen(
+            [*command, "--cmd-fd", str(cmd_r), "--reply-fd", str(reply_w)],
+            pass_fds=(cmd_r, reply_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, env=env,
+        )  # fmt: skip
+        os.close(cmd_r)
+        os.close(reply_w)
+        # stderr is drained as it comes and only its end kept: a flood fills neither memory nor disk
+        self._stderr: deque[bytes] = deque(maxlen=64)
+        threading.Thread(target=self._drain, daemon=True).start()
+        self.walls: dict[str, list[float]] = defaultdict(list)
+        self.cpu: Accounting | None = None
+        self.cpu_inside = 0.0
+        self.wall_inside = 0.0
+        self._buffer = bytearray()
+        self._depth = 0
+
+    def read(self) -> dict[str, Any]:
+        """The next answer (the first one says whether the worker is ready)."""
+        return self._read()
+
+    def ask(
+        self, op: str, kind: str | None = None, *, limit: int = 0, payload: bytes = b"", **fields: Any
+    ) -> tuple[dict[str, Any], float]:
+        """Send one command; its answer and the seconds from sending it to the full answer. The command
+        carries a fresh id that its answer must echo: an answer written before the question is refused.
+        Arrays sent after the answer line (at most ``limit`` bytes) come back as ``answer["arrays"]``;
+        ``payload`` bytes follow the command line."""
+        nonce = secrets.token_hex(8)
+        data = (json.dumps({"op": op, "id": nonce, "nbytes": len(payload), **fields}) + "\n").encode()
+        start = time.perf_counter()
+        try:
+            shared.send_bytes(self._cmd, memoryview(data + payload))
+        except OSError as exc:
+            raise WorkerFailed(self._died(f"the worker stopped reading ({exc})")) from None
+        answer = self._read()
+        if answer.get("id") != nonce:
+            raise WorkerFailed("the worker answered out of turn (a reply not to the command it was sent)")
+        if "arrays" in answer:
+            answer["arrays"] = self._arrays(answer["arrays"], limit)
+        wall = time.perf_counter() - start
+        if self._buffer:
+            raise WorkerFailed("the worker answered out of turn (more than its answer)")
+        self.walls[kind or op].append(wall)
+        return answer, wall
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """A stretch of commands to this worker: the CPU its processes use during it counts as inside.
+        (Read around whole stretches, not each command: reading the counters between two commands would
+        keep the worker waiting and cool its caches.)"""
+        self._depth += 1
+        outermost = self._depth == 1 and self.cpu is not None
+        cpu0 = self.cpu.candidate() if outermost and self.cpu else 0.0
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if outermost and self.cpu:
+                self.cpu_inside += self.cpu.candidate() - cpu0
+                self.wall_inside += time.perf_counter() - start
+
+    def _fill(self) -> None:
+        """Read what the worker has sent so far into the buffer."""
+        left = self.deadline - time.monotonic()
+        if left <= 0 or not select.select([self._reply], [], [], left)[0]:
+            raise WorkerFailed("timed out")
+        chunk = os.read(self._reply, 1 << 20)
+        if not chunk:
+            raise WorkerFailed(self._died("the worker ended"))
+        self._buffer += chunk
+
+    def _arrays(self, header: Any, limit: int) -> list[Any]:
+        import numpy as np
+
+        try:
+            specs = [(np.dtype(str(d)), tuple(int(n) for n in shape)) for d, shape in header]
+        except (TypeError, ValueError) as exc:
+            raise WorkerFailed(f"the worker described its arrays wrongly ({exc})") from None
+        sizes = [dtype.itemsize * int(np.prod(shape)) for dtype, shape in specs]
+        if any(dtype.kind not in "biufc" for dtype, _ in specs) or sum(sizes) > limit:
+            raise WorkerFailed("the worker sent arrays of a kind or size it was not asked for")
+        while len(self._buffer) < sum(sizes):
+            self._fill()
+        arrays = []
+        for (dtype, shape), size in zip(specs, sizes, strict=True):
+            data = self._buffer[:size]
+            del self._buffer[:size]
+            arrays.append(np.frombuffer(bytes(data), dtype=dtype).reshape(shape))
+        return arrays
+
+    def _read(self) -> dict[str, Any]:
+        while b"\n" not in self._buffer:
+            if len(self._buffer) > shared.MAX_LINE:
+                raise WorkerFailed("the worker answered with more than a reply line")
+            self._fill()
+        end = self._buffer.index(b"\n")
+        line = bytes(self._buffer[:end])
+        del self._buffer[: end + 1]
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            raise WorkerFailed("the worker's answer is not JSON") from None
+        if not isinstance(answer, dict):
+            raise WorkerFailed("the worker's answer is not an object")
+        return answer
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        fd = self.proc.stderr.fileno()
+        with contextlib.suppress(OSError, ValueError):
+            for chunk in iter(lambda: os.read(fd, 1 << 14), b""):
+                self._stderr.append(chunk)
+
+    def tail(self, limit: int = 800) -> str:
+        return b"".join(self._stderr)[-limit:].decode("utf-8", "replace").strip()
+
+    def _died(self, what: str) -> str:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=2)
+        return f"{what} (exit {self.proc.returncode}): {self.tail()}"
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        for fd in (self._cmd, self._reply):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class Accounting:
+    """CPU seconds used by the candidate's processes since ``start``, from kernel counters only."""
+
+    def __init__(self, mode: str, candidate_pid: int, reference_pid: int) -> None:
+        self.candidate_pid, self.reference_pid = candidate_pid, reference_pid
+        in_container = Path("/.dockerenv").exists() or Path("/run/.containerenv").exists()
+        self.source = _cgroup_source() if mode == "container" and in_container else None
+        self.mode = "container" if self.source else "process"
+        self.origin = 0.0
+        self.origin = self.candidate()
+
+    def quick(self) -> float:
+        """The candidate's CPU seconds, cheap enough to read between two commands: the container's count
+        where there is one, else the worker process's own threads only (what it hands to other processes
+        then shows in ``candidate``, read around whole stretches of commands)."""
+        return self.candidate() if self.source else process_cpu(self.candidate_pid)
+
+    def candidate(self) -> float:
+        if self.source:  # the container's whole usage less the judge's and the reference worker's
+            own = resource.getrusage(resource.RUSAGE_SELF)
+            judge = own.ru_utime + own.ru_stime
+            return _read_cgroup(self.source) - judge - _tree_cpu(self.reference_pid) - self.origin
+        return _tree_cpu(self.candidate_pid) - self.origin
+
+    def stray_processes(self) -> list[int]:
+        """Processes the candidate left behind: only inside a container (its own process namespace, as an
+        unprivileged user), every process of this user but the judge, its ancestors and the reference's
+        worker. Anywhere else nothing: outside a container those could be anybody's."""
+        if self.mode != "container" or os.getuid() == 0 or not Path("/.dockerenv").exists():
+            return []
+        keep = {1, self.reference_pid, *_ancestors(os.getpid())}
+        return [pid for pid in _pids() if pid not in keep and _owner(pid) == os.getuid()]
+
+
+def _owner(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def _cgroup_source() -> tuple[str, str | None, float] | None:
+    for path, field, unit in CGROUP_USAGE:
+        with contextlib.suppress(OSError, ValueError):
+            _read_cgroup((path, field, unit))
+            return path, field, unit
+    return None
+
+
+def _read_cgroup(source: tuple[str, str | None, float]) -> float:
+    path, field, unit = source
+    text = Path(path).read_text()
+    if field is None:
+        return int(text.split()[0]) * unit
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == field:
+            return int(value) * unit
+    raise ValueError(f"{field} not in {path}")
+
+
+def _pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _stat(pid: int) -> list[str]:
+    """Fields of /proc/PID/stat after the command name (which may hold spaces)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+
+
+def _ancestors(pid: int) -> list[int]:
+    chain = []
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        while pid > 1:
+            chain.append(pid)
+            pid = int(_stat(pid)[1])
+    return chain
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds of one process, every thread, ns precision."""
+    total = 0.0
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0]) * 1e-9
+    return total
+
+
+def _tree_cpu(root: int) -> float:
+    """CPU seconds of ``root``, its live descendants (every thread, ns precision) and the children they
+    reaped."""
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    for pid in _descendants(root):
+        total += process_cpu(pid)
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = _stat(pid)
+            total += (int(fields[13]) + int(fields[14])) / ticks  # cutime, cstime: reaped children
+    return total
+
+
+def _descendants(root: int) -> set[int]:
+    """``root`` and every live process below it (parent links read from /proc)."""
+    children: dict[int, list[int]] = defaultdict(list)
+    for pid in _pids():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            children[int(_stat(pid)[1])].append(pid)
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo += children.get(pid, [])
+    return found
+
+
+def worker_command(args: Any, candidate: str | None) -> list[str]:
+    command = [sys.executable, "-I", str(WORKER), "--task-dir", args.task_dir, "--device", args.device]
+    return [*command, "--candidate", candidate] if candidate else command
+
+
+def worker_env() -> dict[str, str]:
+    keep = (
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "LD_LIBRARY_PATH",
+        "CUDA_VISIBLE_DEVICES",
+        "NVIDIA_VISIBLE_DEVICES",
+    )
+    env = {k: v for k, v in os.environ.items() if k in keep or k.endswith("_NUM_THREADS")}
+    return {**env, "GLIBC_TUNABLES": shared.MALLOC_TUNABLES, "PYTHONDONTWRITEBYTECODE": "1"}
