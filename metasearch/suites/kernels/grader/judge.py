@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import shared
-from workers import Accounting, Worker, WorkerFailed, process_cpu, worker_command, worker_env
+from workers import Accounting, Worker, WorkerFailed, process_cpu, stopped, worker_command, worker_env
 
 FULL_CREDIT_SPEEDUP = 10.0
 MIN_GAIN = 1.05  # the CI's lower end must clear this to count as faster: timing noise is not a speedup
@@ -135,6 +135,7 @@ class Session:
         deadline, env = time.monotonic() + self.args.timeout, worker_env()
         self.ref = Worker(worker_command(self.args, None), env, deadline)
         self.workers.append(self.ref)
+        self.ref.on_wait = self._resume_reference
         self._read(self.ref)  # alive and untouchable before the candidate starts
         self.cand = Worker(worker_command(self.args, self.args.candidate), env, deadline)
         self.workers.append(self.cand)
@@ -322,14 +323,22 @@ class Session:
         if report.get("threads_changed"):
             self.flags.append("multithreaded")
 
+    def _resume_reference(self) -> None:
+        """The reference's worker is slow to answer: if a signal stopped it, that was the candidate."""
+        if stopped(self.ref.proc.pid):
+            if "reference_disturbed" not in self.flags:
+                self.flags.append("reference_disturbed")
+            os.kill(self.ref.proc.pid, signal.SIGCONT)
+
     def _stop_candidate(self) -> None:
         self.cand.stop()
         for pid in self.cpu.stray_processes():  # whatever it left running would disturb the solo timing
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-        # the candidate's processes ran as the same user: they could have moved or deprioritised the
-        # reference's worker, which would make it look slow alone too
+        # the candidate's processes ran as the same user: they could have stopped, moved or deprioritised
+        # the reference's worker, which would make it look slow alone too
         pid = self.ref.proc.pid
+        self._resume_reference()
         if os.sched_getaffinity(pid) != os.sched_getaffinity(0) or os.getpriority(
             os.PRIO_PROCESS, pid
         ) != os.getpriority(os.PRIO_PROCESS, 0):

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ class Worker:
         )  # fmt: skip
         os.close(cmd_r)
         os.close(reply_w)
+        os.set_blocking(self._cmd, False)
         # stderr is drained as it comes and only its end kept: a flood fills neither memory nor disk
         self._stderr: deque[bytes] = deque(maxlen=64)
         threading.Thread(target=self._drain, daemon=True).start()
@@ -62,6 +63,7 @@ class Worker:
         self.wall_inside = 0.0
         self._buffer = bytearray()
         self._depth = 0
+        self.on_wait: Callable[[], None] | None = None
 
     def read(self) -> dict[str, Any]:
         """The next answer (the first one says whether the worker is ready)."""
@@ -77,10 +79,7 @@ class Worker:
         nonce = secrets.token_hex(8)
         data = (json.dumps({"op": op, "id": nonce, "nbytes": len(payload), **fields}) + "\n").encode()
         start = time.perf_counter()
-        try:
-            shared.send_bytes(self._cmd, memoryview(data + payload))
-        except OSError as exc:
-            raise WorkerFailed(self._died(f"the worker stopped reading ({exc})")) from None
+        self._write(memoryview(data + payload))
         answer = self._read()
         if answer.get("id") != nonce:
             raise WorkerFailed("the worker answered out of turn (a reply not to the command it was sent)")
@@ -109,11 +108,30 @@ class Worker:
                 self.cpu_inside += self.cpu.candidate() - cpu0
                 self.wall_inside += time.perf_counter() - start
 
+    def _write(self, data: memoryview) -> None:
+        """Write a command, never waiting past the deadline on a worker that stopped reading."""
+        while len(data):
+            left = self.deadline - time.monotonic()
+            if left <= 0 or not select.select([], [self._cmd], [], left)[1]:
+                raise WorkerFailed("timed out")
+            try:
+                data = data[os.write(self._cmd, data) :]
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise WorkerFailed(self._died(f"the worker stopped reading ({exc})")) from None
+
     def _fill(self) -> None:
-        """Read what the worker has sent so far into the buffer."""
-        left = self.deadline - time.monotonic()
-        if left <= 0 or not select.select([self._reply], [], [], left)[0]:
-            raise WorkerFailed("timed out")
+        """Read what the worker has sent so far into the buffer (``on_wait`` is called each half second
+        of waiting)."""
+        while True:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerFailed("timed out")
+            if select.select([self._reply], [], [], min(left, 0.5))[0]:
+                break
+            if self.on_wait:
+                self.on_wait()
         chunk = os.read(self._reply, 1 << 20)
         if not chunk:
             raise WorkerFailed(self._died("the worker ended"))
@@ -209,6 +227,14 @@ class Accounting:
             return []
         keep = {1, self.reference_pid, *_ancestors(os.getpid())}
         return [pid for pid in _pids() if pid not in keep and _owner(pid) == os.getuid()]
+
+
+def stopped(pid: int) -> bool:
+    """Whether the process is stopped (by a signal) right now."""
+    try:
+        return _stat(pid)[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
 
 
 def _owner(pid: int) -> int | None:
