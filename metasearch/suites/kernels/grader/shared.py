@@ -130,7 +130,7 @@ def unpack(spec: list[list[Any]], data: bytes, device: Any) -> list[list[Any]]:
             size = count * torch.empty((), dtype=dtype).element_size()
             raw, view = view[:size], view[size:]
             flat = torch.frombuffer(bytearray(raw), dtype=dtype) if size else torch.empty(0, dtype=dtype)
-            inputs.append(flat.reshape(item[2]).to(device))
+            inputs.append(flat.reshape(item[2]).clone().to(device))  # own, aligned memory
         slots.append(inputs)
     return slots
 
