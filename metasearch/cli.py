@@ -260,14 +260,14 @@ def ui(
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def bench(
     ctx: typer.Context,
-    which: Annotated[str, typer.Argument(help="archive | schedulers | sandbox | llm | tracking")],
+    which: Annotated[str, typer.Argument(help="archive | schedulers | sandbox | llm | tracking | integrity")],
 ) -> None:
     """Run a performance benchmark; extra options go to it (e.g. `bench schedulers --seeds 50`)."""
     import importlib.util
 
     import metasearch
 
-    names = ("archive", "schedulers", "sandbox", "llm", "tracking")
+    names = ("archive", "schedulers", "sandbox", "llm", "tracking", "integrity")
     path = Path(metasearch.__file__).resolve().parents[1] / "bench" / f"{which}.py"
     if which not in names or not path.is_file():
         raise _fail(

@@ -544,10 +544,13 @@ def _needs(case: Case) -> Any:
 
 
 @pytest.mark.parametrize("case", [_needs(c) for c in CASES])
-def test_hostile_case(case: Case, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch) -> None:
+def test_hostile_case(
+    case: Case, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch, record_property
+) -> None:
     docker = request.getfixturevalue("docker_sandbox_factory") if case.docker else _no_docker
     ctx = Ctx(tmp_path, docker, monkeypatch)
     outcome = case.attack(ctx)
+    record_property("outcome", outcome.recorded)
     expected = case.expected.format_map(_Placeholders(secret=ctx.secret, host_dir=ctx.host_dir))
     assert outcome.recorded == expected, f"{case.name}: recorded {outcome.recorded!r}"
     assert not outcome.host_changes, f"{case.name}: the host changed: {outcome.host_changes}"

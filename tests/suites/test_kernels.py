@@ -26,6 +26,13 @@ def grade(suite: KernelsSuite, task: str, source: str, tmp_path: Path, sandbox=N
     return suite.grade(f"kernels/{task}", artifact, sandbox or LocalSandbox())
 
 
+def outcome(result: TaskResult) -> str:
+    """What was recorded, in one line (the integrity benchmark's table shows it)."""
+    speedup = f" speedup {result.metrics['speedup']:.2f}" if "speedup" in result.metrics else ""
+    flags = f" flags {','.join(result.flags)}" if result.flags else ""
+    return f"score {result.score:.2f}{speedup}{flags}" + (f": {result.error[:80]}" if result.error else "")
+
+
 def test_the_suite_lists_its_tasks_and_shows_only_visible_files(tmp_path: Path) -> None:
     suite = KernelsSuite()
     assert isinstance(suite, Suite)
@@ -74,7 +81,7 @@ def test_oracle_wrong_and_cheat(task: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(EXPLOITS))
-def test_attacks_on_the_grader_are_caught(name: str, tmp_path: Path) -> None:
+def test_attacks_on_the_grader_are_caught(name: str, tmp_path: Path, record_property) -> None:  # type: ignore[no-untyped-def]
     """Patched comparisons, tensor subclasses, value caches, extra threads, a slowed, stopped or called
     reference, slowed clocks, a worker that answers before working or leaves work for later, forged answers
     and a killed judge: none of them earns more than the honest solution, and each is caught by the check
@@ -82,6 +89,7 @@ def test_attacks_on_the_grader_are_caught(name: str, tmp_path: Path) -> None:
     task, source, caught_by = EXPLOITS[name]
     suite = KernelsSuite(KernelsSuite.Config(reps=9))
     result = grade(suite, task, source, tmp_path)
+    record_property("outcome", outcome(result))
     if caught_by == "no gain":
         honest = grade(suite, task, oracle(task), tmp_path)
         assert result.score <= honest.score, (result, honest)
@@ -177,7 +185,7 @@ DOCKER_CASES = [*DOCKER_EXPLOITS, "lazy_outputs", "background_work", "stopped_re
 
 @pytest.mark.docker
 @pytest.mark.parametrize("name", DOCKER_CASES)
-def test_attacks_in_docker(name: str, docker_sandbox_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_attacks_in_docker(name: str, docker_sandbox_factory, tmp_path: Path, record_property) -> None:  # type: ignore[no-untyped-def]
     """In a container the judge's memory is out of the candidate's reach, and the container's CPU counter
     sees a process the candidate detached; the attacks that the local sandbox also stops stay stopped."""
     suite = KernelsSuite(KernelsSuite.Config(reps=9))
@@ -186,6 +194,7 @@ def test_attacks_in_docker(name: str, docker_sandbox_factory, tmp_path: Path) ->
     if name in DOCKER_EXPLOITS:
         task, source, flags = DOCKER_EXPLOITS[name]
         result = grade(suite, task, source, tmp_path, sandbox)
+        record_property("outcome", outcome(result))
         assert "JUDGE_MEMORY_OPEN" not in (result.error or ""), result
         if flags:
             assert result.score == 0.0 and set(flags) & set(result.flags), result
@@ -194,6 +203,7 @@ def test_attacks_in_docker(name: str, docker_sandbox_factory, tmp_path: Path) ->
         return
     task, source, caught_by = EXPLOITS[name]
     result = grade(suite, task, source, tmp_path, sandbox)
+    record_property("outcome", outcome(result))
     if caught_by == "no gain":
         honest = grade(suite, task, oracle(task), tmp_path, sandbox)
         assert result.score <= honest.score, (result, honest)

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -232,19 +233,29 @@ def polyglot_baseline(polyglot_suite: PolyglotSuite, tmp_path_factory: pytest.Te
 
 @pytest.mark.parametrize("attack", PLAIN + HIDDEN, ids=lambda a: f"{a.name} ({a.code[:6]})")
 def test_code_edit_attacks_gain_nothing(
-    tmp_path: Path, attack: Attack, code_edit_baseline: TaskResult
+    tmp_path: Path, attack: Attack, code_edit_baseline: TaskResult, record_property: Any
 ) -> None:
-    baseline = code_edit_baseline
-    _check(grade_code_edit(tmp_path, attack.code, LocalSandbox()), attack, baseline)
+    result = grade_code_edit(tmp_path, attack.code, LocalSandbox())
+    record_property(
+        "outcome", f"score {result.score:.2f} flags {','.join(result.flags) or '-'}: {result.error}"
+    )
+    _check(result, attack, code_edit_baseline)
 
 
 @pytest.mark.parametrize("attack", PLAIN + HIDDEN, ids=lambda a: f"{a.name} ({a.code[:6]})")
 def test_polyglot_attacks_gain_nothing(
-    polyglot_suite: PolyglotSuite, tmp_path: Path, attack: Attack, polyglot_baseline: TaskResult
+    polyglot_suite: PolyglotSuite,
+    tmp_path: Path,
+    attack: Attack,
+    polyglot_baseline: TaskResult,
+    record_property: Any,
 ) -> None:
-    baseline = polyglot_baseline
     source = LEAP_WRONG + "\n" + attack.code.format(fn="leap_year")
-    _check(grade_polyglot(polyglot_suite, tmp_path, source, LocalSandbox()), attack, baseline)
+    result = grade_polyglot(polyglot_suite, tmp_path, source, LocalSandbox())
+    record_property(
+        "outcome", f"score {result.score:.2f} flags {','.join(result.flags) or '-'}: {result.error}"
+    )
+    _check(result, attack, polyglot_baseline)
 
 
 def test_the_hidden_attacks_really_pass_the_scan() -> None:

@@ -1,0 +1,71 @@
+"""Integrity benchmark: `python bench/integrity.py [pytest options]` (or `metasearch bench integrity`).
+
+Runs every hostile candidate the project keeps (the kernels scorer's attacks, the test-based suites' attacks
+on code-edit and polyglot, the sandbox and study cases), each through the public API it attacks, and prints
+one table: case, suite, what was recorded (score, flags, reason), whether the attack gained nothing, and the
+time it took. The cases and their exact expectations live in the tests named below; this runs them (Docker
+cases need a daemon and the sandbox image) and exits non-zero when any attack gained something.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from metasearch.sim.bench import print_table
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = {
+    "kernels": "tests/suites/test_kernels.py::test_attacks_on_the_grader_are_caught",
+    "kernels (Docker)": "tests/suites/test_kernels.py::test_attacks_in_docker",
+    "code-edit": "tests/suites/test_tests_verdict.py::test_code_edit_attacks_gain_nothing",
+    "polyglot": "tests/suites/test_tests_verdict.py::test_polyglot_attacks_gain_nothing",
+    "sandbox / study": "tests/sandboxes/test_hostile.py::test_hostile_case",
+}
+
+
+class Table:
+    """A pytest plugin that keeps one row per case."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
+            return
+        test, _, case = report.nodeid.partition("[")
+        suite = next((name for name, node in CASES.items() if node == test), test)
+        recorded = dict(report.user_properties).get("outcome", "")
+        outcome = {"passed": "gained nothing", "skipped": "skipped"}.get(report.outcome, "GAINED / FAILED")
+        self.rows.append({
+            "case": case.rstrip("]")[:34],
+            "suite": suite,
+            "recorded": str(recorded).replace("\n", " ")[:90],
+            "verdict": outcome,
+            "time_s": f"{report.duration:.1f}",
+        })  # fmt: skip
+
+
+def run(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="metasearch bench integrity", description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", action="append", choices=sorted(CASES), help="only these (repeatable)")
+    args, extra = parser.parse_known_args(argv)
+    table = Table()
+    started = time.perf_counter()
+    nodes = [str(ROOT / node) for name, node in CASES.items() if not args.suite or name in args.suite]
+    options = ["-q", "-p", "no:randomly", "--no-header", "--rootdir", str(ROOT)]
+    code = pytest.main([*options, *nodes, *extra], plugins=[table])
+    print()
+    print_table(table.rows, ["case", "suite", "recorded", "verdict", "time_s"])
+    failed = sum(r["verdict"].startswith("GAINED") for r in table.rows)
+    print(f"\n{len(table.rows)} cases, {failed} not stopped, {time.perf_counter() - started:.0f} s")
+    return int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(run())
