@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from metasearch.types import Agent, Evaluation, Expand, Job, Proposal
-
-if TYPE_CHECKING:
-    from metasearch.study import Study
-
 
 # -- outcomes: what running a job produced (returned by the runner, consumed by Study.tell) --------
 
@@ -86,5 +81,3 @@ class StudyFinished:
 
 
 Event = JobStarted | AgentAdded | EvaluationRecorded | ExpansionFailed | JobAbandoned | StudyFinished
-
-Callback = Callable[["Study", Event], None]

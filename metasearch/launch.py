@@ -22,14 +22,13 @@ from metasearch.archive.plumbing import git
 from metasearch.archive.recovery import refuse_if_running
 from metasearch.config import ResolvedConfig, load_config_data
 from metasearch.errors import ConfigError
-from metasearch.events import Callback
 from metasearch.llm.service import LLMService, endpoint_configured
 from metasearch.manifest import MANIFEST_NAME, Manifest, load_manifest, parse_manifest
 from metasearch.proposers.base import Proposer
 from metasearch.runner import Runner
 from metasearch.sandboxes.auto import make_sandbox
 from metasearch.sandboxes.protocol import Limits, Sandbox
-from metasearch.study import Study
+from metasearch.study import Callback, Study
 from metasearch.suites.protocol import Suite
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,6 @@ from metasearch.archive import GitArchive
 from metasearch.errors import ArchiveError, MetasearchError
 from metasearch.events import (
     AgentAdded,
-    Callback,
     Evaluated,
     EvaluationRecorded,
     Event,
@@ -39,6 +38,9 @@ from metasearch.events import (
 from metasearch.schedulers.base import Scheduler, SearchState
 from metasearch.schedulers.cmp import SearchTree, replay_results
 from metasearch.types import Budget, Evaluate, Expand, Job, Usage
+
+# Called with the study and each event it emits; losing a callback's backend loses nothing.
+Callback = Callable[["Study", Event], None]
 
 log = logging.getLogger(__name__)
 

@@ -12,19 +12,35 @@ import logging
 import socket
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from metasearch.archive.index import ArchiveIndex
+from metasearch.archive.journal import Journal
 from metasearch.archive.plumbing import git, git_ok, pid_alive, prune_worktrees, sweep_temporary
 from metasearch.errors import ArchiveError
 
-if TYPE_CHECKING:
-    from metasearch.archive.git import GitArchive
+
+class Recoverable(Protocol):
+    """What repair needs of an archive (``GitArchive`` is one): its folders, journal and index."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def repo(self) -> Path: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def journal(self) -> Journal: ...
+    @property
+    def index(self) -> ArchiveIndex: ...
+
+    def abandon_job(self, job_id: str, reason: str) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
 
-def repair(archive: GitArchive, lease_timeout_s: float) -> None:
+def repair(archive: Recoverable, lease_timeout_s: float) -> None:
     """Make the study consistent again: branches == journaled agents, no leftovers of dead writers,
     no open jobs of dead or silent processes (they are abandoned, so the study queues them again)."""
     now = time.time()
@@ -55,7 +71,7 @@ def repair(archive: GitArchive, lease_timeout_s: float) -> None:
             archive.abandon_job(job_id, "stale lease: the process running it is gone")
 
 
-def reconcile_branches(archive: GitArchive) -> None:
+def reconcile_branches(archive: Recoverable) -> None:
     """Make the branches agents/* match the journal exactly (call with the lock held).
 
     A branch without ``agent_added`` is an orphan of a job that crashed before journaling: deleted. A
@@ -84,7 +100,7 @@ def reconcile_branches(archive: GitArchive) -> None:
         git(repo, "update-ref", f"refs/heads/{agent.branch}", agent.commit, "")
 
 
-def owner_gone(archive: GitArchive, owner: str, now: float, lease_timeout_s: float) -> bool:
+def owner_gone(archive: Recoverable, owner: str, now: float, lease_timeout_s: float) -> bool:
     """An owner is gone if its pid is dead on this host or it has been silent for too long."""
     return _gone(archive.index, archive.host, owner, now, lease_timeout_s)
 
@@ -118,7 +134,7 @@ def refuse_if_running(index: ArchiveIndex, root: Path, lease_timeout_s: float) -
     )
 
 
-def _worktrees_dead(archive: GitArchive, folder: str, now: float, lease_timeout_s: float) -> bool:
+def _worktrees_dead(archive: Recoverable, folder: str, now: float, lease_timeout_s: float) -> bool:
     """Whether the process owning ``work/<folder>`` (named ``host_pid_tag``) is surely gone."""
     parts = folder.rsplit("_", 2)
     if len(parts) != 3 or not parts[1].isdigit():

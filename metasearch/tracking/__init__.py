@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from metasearch.events import Callback
+from metasearch.study import Callback
 
 if TYPE_CHECKING:
     from metasearch.launch import Launched
