@@ -128,16 +128,23 @@ def test_missing_artifacts_and_crashes_are_failures_with_reasons(tmp_path: Path)
     assert result.score == 0.0 and "ModuleNotFoundError" in (result.error or ""), result
 
 
-def test_a_speedup_above_the_ceiling_is_flagged_not_rewarded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def edit_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task: str, file: str, old: str, new: str
 ) -> None:
+    """The suite from a copy of its folder in which one file of one task has ``old`` replaced by ``new``."""
     import metasearch.suites.kernels as kernels
 
     here = tmp_path / "suite"
     shutil.copytree(kernels.HERE, here, ignore=shutil.ignore_patterns("__pycache__"))
-    toml = here / "tasks" / "layer_norm" / "task.toml"
-    toml.write_text(toml.read_text().replace("ceiling = 1000.0", "ceiling = 2.0"))
+    path = here / "tasks" / task / file
+    path.write_text(path.read_text().replace(old, new))
     monkeypatch.setattr(kernels, "HERE", here)
+
+
+def test_a_speedup_above_the_ceiling_is_flagged_not_rewarded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    edit_task(tmp_path, monkeypatch, "layer_norm", "task.toml", "ceiling = 1000.0", "ceiling = 2.0")
     result = grade(KernelsSuite(KernelsSuite.Config(reps=5)), "layer_norm", oracle("layer_norm"), tmp_path)
     assert "speedup_above_ceiling" in result.flags and result.score == pytest.approx(0.1), result
 
@@ -145,13 +152,9 @@ def test_a_speedup_above_the_ceiling_is_flagged_not_rewarded(
 def test_a_broken_reference_is_the_graders_fault_not_the_candidates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import metasearch.suites.kernels as kernels
-
-    here = tmp_path / "suite"
-    shutil.copytree(kernels.HERE, here, ignore=shutil.ignore_patterns("__pycache__"))
-    reference = here / "tasks" / "row_softmax" / "reference.py"
-    reference.write_text(reference.read_text().replace("rows = []", "raise RuntimeError('task bug')"))
-    monkeypatch.setattr(kernels, "HERE", here)
+    edit_task(
+        tmp_path, monkeypatch, "row_softmax", "reference.py", "rows = []", "raise RuntimeError('task bug')"
+    )
     with pytest.raises(InfrastructureError, match="task bug"):
         grade(KernelsSuite(KernelsSuite.Config(reps=3)), "row_softmax", oracle("row_softmax"), tmp_path)
 
