@@ -257,6 +257,22 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
         ),
         "no gain",
     ),
+    # answers the timed command honestly but sends back no outputs to compare
+    "withheld_outputs": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            _SOFTMAX,
+            prelude=(
+                _WORKER + "\ndef _withhold(self, op, msg):\n"
+                "    if op == 'fetch' and len(msg['slots']) > 1:\n"
+                "        return {'ok': True, 'arrays': []}\n"
+                "    return _handle(self, op, msg)\n\n"
+                "_W.handle = _withhold\n"
+            ),
+        ),
+        "outputs for",
+    ),
     # writes answers into its reply pipe before any question, to end the judge's timed waits at once
     "early_answers": (
         "row_softmax",

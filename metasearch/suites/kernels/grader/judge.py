@@ -174,7 +174,7 @@ class Session:
             self._ask(worker, "model", seed=model_seed, shape=shape)
             self._ask(worker, "inputs", slots=spec, payload=data)
             self._ask(worker, "run")
-            got = self._ask(worker, "fetch", slots=[0], inputs=True, limit=limit)[0]["arrays"]
+            got = self._ask(worker, "fetch", slots=[0], inputs=True, limit=limit)[0].get("arrays", [])
         if len(got) != 1 + len(pristine):
             raise CandidateFailed(f"{what}: the worker sent {len(got)} arrays, not {1 + len(pristine)}")
         problem = self._compare(got[0], want)
@@ -263,7 +263,10 @@ class Session:
             start = cpu()
             answer, _ = self._ask(worker, "fetch", slots=list(range(n)), limit=self.out_bytes * n)
             untimed += cpu() - start
-        return Round(max(wall - self.overhead, 1e-9) / n, untimed / n, answer["arrays"])
+        outputs = answer.get("arrays", [])
+        if len(outputs) != n:
+            raise CandidateFailed(f"the worker sent {len(outputs)} outputs for {n} calls")
+        return Round(max(wall - self.overhead, 1e-9) / n, untimed / n, outputs)
 
     def _solo_round(self, n: int) -> float:
         """A round of the reference's worker alone, then the judge draws as many inputs as the candidate's
