@@ -19,9 +19,9 @@ from typing import IO
 import httpx
 
 from metasearch.archive import GitArchive
-from metasearch.events import Callback, Evaluated, Event, Expanded, ExpansionRejected, Outcome
+from metasearch.events import Evaluated, Event, Expanded, ExpansionRejected, Outcome
 from metasearch.registry import SCHEDULERS
-from metasearch.study import Study
+from metasearch.study import Callback, Study
 from metasearch.tracking import store
 from metasearch.types import Budget, Evaluate, Evaluation, Expand, Job, Proposal
 
