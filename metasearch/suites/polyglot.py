@@ -19,13 +19,15 @@ over a private channel, report every expected test passed (see ``testrun/verdict
 and flag). Rust: the same expected-ids rule over libtest's per-test lines on stdout and its ``--logfile``,
 which must agree (``testrun/libtest.py``; weaker: both come from the test process), and a Cargo.toml that
 changes the harness or adds a build script is flagged. C++: the same over Catch2's JUnit and XML reports
-(``testrun/catch2.py``). Go, JavaScript and Java: the test command's exit status, guarded only by the
-early-exit scan (``os.Exit``, ``process.exit``, ``System.exit``); so is any language whose
-``test_commands`` entry is overridden.
+(``testrun/catch2.py``). JavaScript: the same over one jest run's ``--json`` report and verbose lines
+(``testrun/jest.py``; jest from the exercise's ``node_modules`` or ``PATH``). Java: the same over a
+grader-made ``javac`` build against Debian's JUnit 5 and AssertJ jars and the JUnit console launcher's XML
+report and tree (``testrun/junit.py``; no Gradle). Go: the test command's exit status, guarded only by the
+early-exit scan (``os.Exit``); so is any language whose ``test_commands`` entry is overridden.
 
-Not verified offline: the Go, JavaScript and Java test commands (they need the multi-toolchain image: go,
-node with jest pre-installed, a JDK with gradle; override per language with ``test_commands``). Rust and
-C++ grading were checked with the host's cargo, cmake and g++, not in that image.
+Not verified offline: Go's test command (it needs the multi-toolchain image). Rust, C++, JavaScript and
+Java grading were checked with the host's cargo, cmake and g++, node with jest 29 and OpenJDK 17, not in
+that image.
 """
 
 from __future__ import annotations
@@ -54,7 +56,13 @@ from metasearch.suites.kernelbench import hash_files
 from metasearch.suites.protocol import Task, TaskResult
 
 log = logging.getLogger(__name__)
-PER_TEST = ("python", "rust", "cpp")  # graded test by test against expected ids (others: exit status)
+PER_TEST = (
+    "python",
+    "rust",
+    "cpp",
+    "javascript",
+    "java",
+)  # test by test against expected ids (go: exit status)
 LANGUAGES = ("cpp", "go", "java", "javascript", "python", "rust")
 TEST_COMMANDS = {
     "python": "python3 -m pytest -q -p no:cacheprovider",

@@ -497,14 +497,18 @@ def test_example_files_replace_the_matching_solution_files() -> None:
         "import json, sys; sys.path.insert(0, sys.argv[1]); "
         "from testrun.exercise_grade import example_targets as t; print(json.dumps(["
         "t(['.meta/example.h'], ['bst.cpp', 'bst.h']), t(['.meta/example.rs'], ['src/lib.rs', 'Cargo.toml']), "
-        "t(['.meta/src/reference/java/Z.java'], ['src/main/java/Z.java']), t(['.meta/example.py'], ['leap.py'])]))"
+        "t(['.meta/src/reference/java/Z.java', '.meta/src/reference/java/F.java'], ['src/main/java/Z.java']), "
+        "t(['.meta/example.py'], ['leap.py'])]))"
     )
     suites = str(Path(scan.__file__).parent.parent)
     done = subprocess.run([sys.executable, "-c", code, suites], capture_output=True, text=True, timeout=60)
     assert json.loads(done.stdout) == [
         [[".meta/example.h", "bst.h"]],
         [[".meta/example.rs", "src/lib.rs"]],
-        [[".meta/src/reference/java/Z.java", "src/main/java/Z.java"]],
+        [
+            [".meta/src/reference/java/Z.java", "src/main/java/Z.java"],
+            [".meta/src/reference/java/F.java", "src/main/java/F.java"],
+        ],
         [[".meta/example.py", "leap.py"]],
     ], done.stderr
 

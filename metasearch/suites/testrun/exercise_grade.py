@@ -10,8 +10,10 @@ mode, the ``expected`` test ids. Modes:
 - ``grade``: the candidate's solution files (regular files only) in place of the stubs, the static scan
   of what they add over the stubs (``tamper_suspect``; Cargo.toml included), then, against the expected
   ids (all-or-nothing): Python ``verdict.run_and_judge`` (two harnesses), Rust libtest's stdout and log
-  file (``libtest.py``), C++ Catch2's JUnit and XML reports (``catch2.py``). Without expected ids (other languages, or a ``test_commands`` override) the
-  test ``command`` runs and its exit status decides: only the early-exit scan guards that.
+  file (``libtest.py``), C++ Catch2's JUnit and XML reports (``catch2.py``), JavaScript jest's JSON
+  report and verbose lines (``jest.py``), Java the JUnit console launcher's XML reports of a grader-made
+  build (``junit.py``). Without expected ids (Go, or a ``test_commands`` override) the test ``command``
+  runs and its exit status decides: only the early-exit scan guards that.
 """
 
 from __future__ import annotations
@@ -25,16 +27,28 @@ import tempfile
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from testrun import catch2, libtest, scan, verdict  # the package's parent is only on sys.path from here
+from testrun import (
+    catch2,
+    jest,
+    junit,
+    libtest,
+    scan,
+    verdict,
+)  # the package's parent is only on sys.path from here
 
-COMPILED = ("rust", "cpp")  # languages whose per-test results come from two report files
+COMPILED = ("rust", "cpp", "javascript", "java")  # per-test results from two reports of our own runs
+JAVA_REFERENCE = ".meta/src/reference/java/"
 
 
 def main(argv: list[str]) -> dict[str, Any]:
     mode, exercise, artifact, spec = argv[1], argv[2], argv[3], json.loads(argv[4])
     # Named like the exercise: C++ projects take their target and file names from their folder's name.
     work = os.path.join(tempfile.mkdtemp(prefix="polyglot-"), spec.get("name") or "exercise")
-    shutil.copytree(exercise, work, ignore=shutil.ignore_patterns(".meta"))
+    shutil.copytree(exercise, work, ignore=shutil.ignore_patterns(".meta", "node_modules"))
+    if os.path.isdir(os.path.join(exercise, "node_modules")):  # an installed jest: linked, never copied
+        os.symlink(
+            os.path.join(os.path.abspath(exercise), "node_modules"), os.path.join(work, "node_modules")
+        )
     tests = {rel: _read(os.path.join(exercise, rel)) for rel in spec["test"]}
     timeout = spec["run_timeout"]
     if mode == "expect":
@@ -78,11 +92,15 @@ def main(argv: list[str]) -> dict[str, Any]:
 
 def example_targets(examples: list[str], solution: list[str]) -> list[tuple[str, str]]:
     """Which solution file each example file replaces: same name, else same suffix, else same position
-    (``.meta/example.h`` -> ``x.h`` even when ``x.cpp`` is listed first; ``.meta/example.rs`` -> ``src/lib.rs``)."""
+    (``.meta/example.h`` -> ``x.h`` even when ``x.cpp`` is listed first; ``.meta/example.rs`` -> ``src/lib.rs``).
+    A Java reference class without a solution file of its name is added beside them (``Frame.java``)."""
     pairs = []
     for n, example in enumerate(examples):
         name, suffix = os.path.basename(example), os.path.splitext(example)[1]
         same_name = [rel for rel in solution if os.path.basename(rel) == name]
+        if not same_name and example.startswith(JAVA_REFERENCE):
+            pairs.append((example, "src/main/java/" + example[len(JAVA_REFERENCE) :]))
+            continue
         same_suffix = [rel for rel in solution if os.path.splitext(rel)[1] == suffix]
         targets = same_name or same_suffix or solution[n : n + 1]
         if targets:
@@ -91,9 +109,14 @@ def example_targets(examples: list[str], solution: list[str]) -> list[tuple[str,
 
 
 def compiled_runs(work: str, spec: dict[str, Any]) -> list[Any]:
-    """The two report transcripts of a Rust or C++ exercise (see ``libtest.py``, ``catch2.py``)."""
+    """The two report transcripts of a Rust, C++, JavaScript or Java exercise (see ``libtest.py``,
+    ``catch2.py``, ``jest.py``, ``junit.py``)."""
     if spec["language"] == "rust":
         return libtest.run_cargo_tests(work, spec["test"], timeout_s=spec["run_timeout"])
+    if spec["language"] == "javascript":
+        return jest.run_jest_tests(work, spec["test"], timeout_s=spec["run_timeout"])
+    if spec["language"] == "java":
+        return junit.run_junit_tests(work, spec["test"], timeout_s=spec["run_timeout"])
     return catch2.run_catch2_tests(work, spec["name"], spec["test"][0], timeout_s=spec["run_timeout"])
 
 

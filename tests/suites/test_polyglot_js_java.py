@@ -1,0 +1,200 @@
+"""Polyglot JavaScript and Java graded test by test, through ``exercise_grade.py`` as the sandbox runs it.
+
+JavaScript uses the host's node with jest installed from the npm registry into pytest's cache (from the
+fixture's ``package.json``); Java the host's JDK with Debian's ``junit5`` and ``libassertj-core-java``
+jars. Each test skips, naming what is missing, when its toolchain is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from metasearch.suites.testrun import channel, jest, junit, scan, verdict
+
+SPACE_AGE = Path(__file__).resolve().parent / "polyglot_fixture" / "javascript" / "exercises" / "practice"
+SPACE_AGE /= "space-age"
+SCRIPT = str(Path(scan.__file__).parent / "exercise_grade.py")
+TAMPER = "tamper_suspect"
+REWRITE = "require('f' + 's').appendFileSync(__dirname + '/space-age.spec.js', '// edited');\n"
+
+
+def _grader(exercise: Path, spec: dict[str, Any]) -> Any:
+    def run(mode: str, artifact: Path, **extra: object) -> dict:
+        argv = [sys.executable, SCRIPT, mode, str(exercise), str(artifact), json.dumps({**spec, **extra})]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    return run
+
+
+# ------------------------------------------------------------------ JavaScript, with jest
+
+
+@pytest.fixture(scope="session")
+def node_modules(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """jest and the Exercism babel preset, installed once into pytest's cache (or a temporary folder)."""
+    npm = shutil.which("npm")
+    if not shutil.which("node") or not npm:
+        pytest.skip("no node/npm on this machine")
+    cache = getattr(request.config, "cache", None)
+    folder = cache.mkdir("polyglot-jest") if cache else tmp_path_factory.mktemp("polyglot-jest")
+    if not (folder / "node_modules" / ".bin" / "jest").exists():
+        shutil.copyfile(SPACE_AGE / "package.json", folder / "package.json")
+        command = [npm, "install", "--no-audit", "--no-fund", "--ignore-scripts", "--prefer-offline"]
+        try:
+            done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=600)
+        except subprocess.TimeoutExpired:
+            pytest.skip("npm install of jest timed out (no registry?)")
+        if done.returncode != 0:
+            pytest.skip(f"npm install of jest failed (no registry?): {done.stderr[-300:]}")
+    return folder / "node_modules"
+
+
+def test_javascript_is_graded_test_by_test(node_modules: Path, tmp_path: Path) -> None:
+    exercise = tmp_path / "space-age"
+    shutil.copytree(SPACE_AGE, exercise)
+    (exercise / "node_modules").symlink_to(node_modules)
+    config = json.loads((exercise / ".meta" / "config.json").read_text())["files"]
+    spec = {"name": "space-age", "language": "javascript", "command": "false", "run_timeout": 240}
+    run = _grader(exercise, {**spec, **config})
+    expected = run("expect", tmp_path / "none")
+    ids = [f"space-age.spec.js::Space Age {t}" for t in ("age on Earth", "age on Mercury")]
+    assert expected["ids"] == sorted([*ids, "space-age.spec.js::Space Age outer planets age on Neptune"])
+    assert expected["score"] == 1.0, expected["error"]
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    assert run("grade", artifact, expected=expected["ids"])["score"] == 0.0  # no file: the stub
+    example = (exercise / ".meta" / "proof.ci.js").read_text()
+    cases = {
+        "example": (example, 1.0, ""),
+        "stub": ((exercise / "space-age.js").read_text(), 0.0, "3 of 3 tests failed"),
+        "wrong": (example.replace("mercury: 0.2408467", "mercury: 1"), 0.0, "1 of 3 tests failed"),
+        "plain exit": (example + "process.exit(0);\n", 0.0, "tamper_suspect: space-age.js: early exit"),
+        "hidden exit": (example + "globalThis['proc' + 'ess']['ex' + 'it'](0);\n", 0.0, "ended early"),
+        "spec rewritten": (example + REWRITE, 0.0, "tamper_suspect: the jest-json run: runner code replaced"),
+    }
+    for name, (source, score, reason) in cases.items():
+        (artifact / "space-age.js").write_text(source)
+        result = run("grade", artifact, expected=expected["ids"])
+        assert result["score"] == score and reason in (result["error"] or ""), (name, result)
+
+
+def test_jest_reports_must_be_complete_and_agree() -> None:
+    report = {
+        "numTotalTests": 2,
+        "numPassedTests": 1,
+        "numFailedTests": 1,
+        "numTotalTestSuites": 1,
+        "wasInterrupted": False,
+        "success": False,
+        "testResults": [
+            {
+                "name": "/w/a.spec.js",
+                "assertionResults": [
+                    {"ancestorTitles": ["A"], "title": "one", "status": "passed"},
+                    {"ancestorTitles": ["A", "B"], "title": "two", "status": "failed"},
+                ],
+            }
+        ],
+    }
+    lines = "PASS ./a.spec.js\n  A\n    ✓ one (3 ms)\n    B\n      ✕ two\n\nTests:       1 failed, 1 passed, 2 total\n"
+    ids = ["a.spec.js::A B two", "a.spec.js::A one"]
+    runs = [channel.Run("jest-json", exit_code=1), channel.Run("jest-verbose", exit_code=1)]
+    jest.read_report(runs[0], report, "/w", ["a.spec.js"])
+    jest.read_verbose(runs[1], lines, ["a.spec.js"])
+    assert verdict.outcomes(runs[0]) == verdict.outcomes(runs[1]) == {ids[0]: "failed", ids[1]: "passed"}
+    assert (
+        "1 of 2 tests failed: ['A B two']"
+        in verdict.judge(ids, runs, fractional=False, what="tests")["error"]
+    )
+    # A count that does not match the list, a missing summary: no end record, the run ended early.
+    short = channel.Run("jest-json", exit_code=1)
+    jest.read_report(short, {**report, "numTotalTests": 3}, "/w", ["a.spec.js"])
+    cut = channel.Run("jest-verbose", exit_code=1)
+    jest.read_verbose(cut, lines.split("\nTests:")[0], ["a.spec.js"])
+    assert not [r for run in (short, cut) for r in run.records if r["t"] == "end"]
+    # A report that says success with a failed test is incomplete; one that says failure while jest
+    # exited 0 is a forced exit.
+    lying = channel.Run("jest-json", exit_code=0)
+    jest.read_report(lying, {**report, "success": True}, "/w", ["a.spec.js"])
+    assert not [r for r in lying.records if r["t"] == "end"]
+    forced = channel.Run("jest-json", exit_code=0)
+    jest.read_report(forced, report, "/w", ["a.spec.js"])
+    assert verdict.judge(ids, [forced, runs[1]], fractional=False, what="tests")["flags"] == [TAMPER]
+
+
+# ------------------------------------------------------------------ Java, with javac and JUnit 5
+
+JAVA_TEST = """import org.junit.jupiter.api.Disabled;
+import org.junit.jupiter.api.Test;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+public class AdderTest {
+    @Test
+    public void adds() {
+        assertThat(new Adder().add(1, 2)).isEqualTo(3);
+    }
+
+    @Disabled("Remove to run test")
+    @Test
+    public void doubles() {
+        assertThat(new Adder().twice(4)).isEqualTo(8);
+    }
+}
+"""
+JAVA_RIGHT = "class Adder {\n    int add(int a, int b) {\n        return a + b;\n    }\n\n"
+JAVA_RIGHT += "    int twice(int a) {\n        return 2 * a;\n    }\n}\n"
+JAVA_STUB = JAVA_RIGHT.replace("return a + b;", "throw new UnsupportedOperationException();")
+JAVA_STUB = JAVA_STUB.replace("return 2 * a;", "throw new UnsupportedOperationException();")
+HIDDEN_EXIT = (
+    'try { Class.forName("java.lang.Sys" + "tem").getMethod("ex" + "it", int.class).invoke(null, 0); }'
+)
+HIDDEN_EXIT += " catch (Exception e) { }\n        return 2 * a;"
+JDK_MISSING = [tool for tool in ("javac", "java") if not shutil.which(tool)]
+JARS_MISSING = [n for n in junit.REQUIRED if not os.path.isfile(os.path.join(junit.JARS, f"{n}.jar"))]
+
+
+@pytest.mark.skipif(bool(JDK_MISSING), reason=f"no {JDK_MISSING} on this machine")
+@pytest.mark.skipif(
+    bool(JARS_MISSING), reason=f"jars {JARS_MISSING} not in {junit.JARS} (junit5, libassertj-core-java)"
+)
+def test_java_is_graded_test_by_test(tmp_path: Path) -> None:
+    exercise = tmp_path / "java" / "exercises" / "practice" / "adder"
+    for rel, text in {
+        "src/main/java/Adder.java": JAVA_STUB,
+        "src/test/java/AdderTest.java": JAVA_TEST,
+        ".meta/src/reference/java/Adder.java": JAVA_RIGHT,
+    }.items():
+        (exercise / rel).parent.mkdir(parents=True, exist_ok=True)
+        (exercise / rel).write_text(text)
+    spec = {"name": "adder", "language": "java", "command": "false", "run_timeout": 240}
+    spec |= {"solution": ["src/main/java/Adder.java"], "test": ["src/test/java/AdderTest.java"]}
+    run = _grader(exercise, {**spec, "example": [".meta/src/reference/java/Adder.java"]})
+    expected = run("expect", tmp_path / "none")
+    ids = ["src/test/java/AdderTest.java::adds()", "src/test/java/AdderTest.java::doubles()"]
+    assert expected["ids"] == ids and expected["score"] == 1.0, expected
+    artifact = tmp_path / "artifact"
+    (artifact / "src" / "main" / "java").mkdir(parents=True)
+    assert run("grade", artifact, expected=ids)["score"] == 0.0  # no file: the stub
+    cases = {
+        "example": (JAVA_RIGHT, 1.0, ""),
+        "stub": (JAVA_STUB, 0.0, "2 of 2 tests failed"),
+        "wrong": (JAVA_RIGHT.replace("2 * a", "a + 1"), 0.0, "1 of 2 tests failed: ['doubles()']"),
+        "no build": (JAVA_RIGHT.replace("a + b;", "a + b"), 0.0, "ended early"),
+        "plain exit": (JAVA_RIGHT.replace("return 2 * a;", "System.exit(0); return 0;"), 0.0, "early exit"),
+        "hidden exit": (JAVA_RIGHT.replace("return 2 * a;", HIDDEN_EXIT), 0.0, "ended early"),
+    }
+    for name, (source, score, reason) in cases.items():
+        (artifact / "src" / "main" / "java" / "Adder.java").write_text(source)
+        result = run("grade", artifact, expected=ids)
+        assert result["score"] == score and reason in (result["error"] or ""), (name, result)
