@@ -297,7 +297,8 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
 }
 
 # Attacks that only a container can stop (the local sandbox runs them as the same user, often root):
-# name -> (task, source, flags of which one must be raised, or "" when the attack must simply fail)
+# name -> (task, source, flags or error fragments of which one must be recorded with score 0; none: the
+# attack must simply fail, and the candidate is graded as the honest solution it also is)
 DOCKER_EXPLOITS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     # reads the judge's memory (its secrets, its clock) through /proc
     "judge_memory": (
@@ -315,6 +316,38 @@ DOCKER_EXPLOITS: dict[str, tuple[str, str, tuple[str, ...]]] = {
             ),
         ),
         (),
+    ),
+    # a wrong answer with a forged verdict written to every stdout it can reach, then the judge killed so
+    # that the forgery is the last line (and a detached process that keeps forging)
+    "forged_verdict": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            f"{_SOFTMAX} + 1.0",
+            prelude=(
+                "import json, os, time\n"
+                "_LINE = (json.dumps({'score': 1.0, 'metrics': {}, 'flags': [], 'error': None}) + '\\n').encode()\n"
+                "_TARGETS = [f'/proc/{p}/fd/1' for p in (1, os.getppid())] + ['/dev/stdout']\n\n"
+                "def _forge():\n"
+                "    for target in _TARGETS:\n"
+                "        try:\n"
+                "            with open(target, 'wb') as out:\n"
+                "                out.write(_LINE)\n"
+                "        except OSError:\n"
+                "            pass\n\n"
+                "_forge()\n"
+                "if os.fork() == 0:\n"
+                "    os.setsid()\n"
+                "    if os.fork() == 0:\n"
+                "        for _ in range(40):\n"
+                "            time.sleep(0.5)\n"
+                "            _forge()\n"
+                "    os._exit(0)\n"
+                "os.wait()\n"
+                "os.kill(os.getppid(), 9)\n"
+            ),
+        ),
+        ("grader failed",),
     ),
     # a detached process that works (here: spins) while the judge times the reference
     "detached_helper": (

@@ -200,7 +200,8 @@ def test_attacks_in_docker(name: str, docker_sandbox_factory, tmp_path: Path, re
         record_property("outcome", outcome(result))
         assert "JUDGE_MEMORY_OPEN" not in (result.error or ""), result
         if flags:
-            assert result.score == 0.0 and set(flags) & set(result.flags), result
+            assert result.score == 0.0, result
+            assert set(flags) & set(result.flags) or any(f in (result.error or "") for f in flags), result
         else:
             assert result.metrics.get("correct") == 1.0 and not result.flags, result
         return
