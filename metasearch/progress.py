@@ -121,7 +121,9 @@ def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> None:
             needs()
         tasks = list(suite.tasks())
         shown = ", ".join(t.id for t in tasks[:6]) + (" …" if len(tasks) > 6 else "")
-        table.add_row("suite", f"{suite.name} ({len(tasks)} tasks: {shown})")
+        note = getattr(suite, "plan_note", None)  # e.g. which device a suite grades on
+        detail = f"; {note()}" if callable(note) else ""
+        table.add_row("suite", f"{suite.name} ({len(tasks)} tasks: {shown}{detail})")
     except ConfigError as exc:
         problems.append(str(exc))
         table.add_row("suite", f"{cfg.suite.name} {cfg.suite.options()} [yellow](not ready here: {exc})[/]")

@@ -2,23 +2,27 @@
 
 ``suite.path`` is a KernelBench checkout: either its root (holding ``KernelBench/level1/``) or the
 ``KernelBench`` folder itself. Each ``level<N>/<n>_<Name>.py`` file is a task ``kernelbench/L<N>/<n>_<Name>``
-(ids are stable: they are the file names). Nothing is downloaded. ``content_hash`` (sha256 over the sorted
-loaded files, path and bytes) identifies exactly which problem files a result was measured on.
+(ids are stable: they are the file names, ``-`` and ``.`` included as in level 4's model names). Nothing is
+downloaded. ``content_hash`` (sha256 over the sorted loaded files, path and bytes, and the ``scale`` when it
+is not 1) identifies exactly which problems, at which sizes, a result was measured on.
+
+``device: auto`` (the default) grades on CUDA where torch sees a GPU, else on the CPU (single-threaded).
+``scale`` shrinks a problem for smoke searches on small machines: it multiplies each module-level integer
+size that ``get_inputs`` uses and ``get_init_inputs`` does not (batch and spatial sizes; the model's own sizes
+and hyper-parameters stay), never below 1. The scaled file is both what the agent sees and what is graded.
 
 Visible to the agent: ``reference.py`` (the problem file: ``Model``, ``get_inputs``, ``get_init_inputs``)
 and ``TASK.md``. The agent writes ``output/solution.py`` with ``class ModelNew``. Grading runs the kernels
 suite's scorer (``metasearch/suites/kernels/grader/``, through ``grade_kernel``) in a fresh sandbox, on a
 task folder made of the problem file and this suite's tolerances.
-
-Not verified offline: the real KernelBench problem sizes, which need a GPU (v0.1 sizes are far too large
-for a CPU); scores on a real KernelBench checkout.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import logging
 import re
-import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -28,19 +32,26 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError
 from metasearch.sandboxes.protocol import Sandbox
-from metasearch.suites.kernels import grade_kernel
+from metasearch.suites.kernels import cuda_available, grade_kernel
 from metasearch.suites.protocol import Task, TaskResult
 
-PROBLEM_FILE = re.compile(r"^(\d+)_(\w+)\.py$")
+logger = logging.getLogger(__name__)
+PROBLEM_FILE = re.compile(r"^(\d+)_([\w.-]+)\.py$")  # level 4: "1_EleutherAI-gpt-neo-2p7B_bs32_seq256.py"
 STATEMENT = """# {task_id}
 
 `reference.py` defines `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()` (a KernelBench
 level {level} problem). Write `output/solution.py` defining `class ModelNew(nn.Module)` with the same
 constructor arguments and `forward` signature as `Model`, computing the same outputs (fp32, within
-atol = {atol:g}, rtol = {rtol:g}) faster on the GPU: custom CUDA via `torch.utils.cpp_extension.load_inline`, Triton,
-or a better use of PyTorch. The solution must not import `reference.py`: it is not importable at grading
-time. Correctness is checked on fresh random inputs; speedups that look implausible are flagged.
-"""
+atol = {atol:g}, rtol = {rtol:g}) faster {where}. The solution must not import `reference.py`: it is not
+importable at grading time, so copy what you need from it. Correctness is checked on fresh random inputs;
+speedups that look implausible are flagged.
+{sizes}"""
+WHERE = {
+    "cuda": "on a CUDA GPU (graded on CUDA): custom CUDA via `torch.utils.cpp_extension.load_inline`, Triton, "
+    "or a better use of PyTorch",
+    "cpu": "on the CPU (graded on the CPU, single-threaded: this machine has no CUDA GPU): a better use of "
+    "PyTorch or a C++ extension",
+}
 
 
 class KernelBenchSuite:
@@ -51,7 +62,7 @@ class KernelBenchSuite:
     )
     artifact_path = "output"
     needs_docker = False
-    needs_gpu = True
+    needs_gpu = False  # set per instance from the device
 
     class Config(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -60,7 +71,9 @@ class KernelBenchSuite:
         ids: list[str] | None = None  # "L1/19", "19_ReLU" or full task ids; None = every problem
         grade_timeout_s: float = Field(900.0, gt=0)
         solve_timeout_s: float = Field(3600.0, gt=0)
-        device: Literal["cuda", "cpu"] = "cuda"  # where the scorer runs and times both models
+        # where the scorer runs and times both models; auto: CUDA where torch sees a GPU, else the CPU
+        device: Literal["auto", "cuda", "cpu"] = "auto"
+        scale: float = Field(1.0, gt=0)  # multiplies get_inputs-only integer sizes (never below 1)
         atol: float = Field(1e-2, gt=0)  # KernelBench's tolerances
         rtol: float = Field(1e-2, gt=0)
         reps: int = Field(30, ge=3)
@@ -70,7 +83,24 @@ class KernelBenchSuite:
         self.config = config or KernelBenchSuite.Config()
         self.root = _problem_root(self.config.path)
         self.files = _load(self.root, self.config.levels, self.config.ids)
-        self.content_hash = hash_files(self.root, self.files.values())
+        scale = self.config.scale
+        self.content_hash = hash_files(
+            self.root, self.files.values(), extra="" if scale == 1 else f"{scale!r}"
+        )
+        device = self.config.device
+        self.device: str = device if device != "auto" else ("cuda" if cuda_available() else "cpu")
+        self.needs_gpu = self.device == "cuda"
+
+    def needs(self) -> None:
+        """Refuses ``device: cuda`` where torch sees no GPU; says which device ``auto`` chose."""
+        if self.config.device == "cuda" and not cuda_available():
+            raise ConfigError("suite.device: 'cuda' but torch sees no CUDA GPU here; use auto or cpu")
+        logger.info("kernelbench: grading on %s (device: %s)", self.device, self.config.device)
+
+    def plan_note(self) -> str:
+        """One line for ``--dry-run``: where grading runs and at what size."""
+        chosen = f"device {self.device}" + (" (auto)" if self.config.device == "auto" else "")
+        return chosen + ("" if self.config.scale == 1 else f", sizes scaled by {self.config.scale:g}")
 
     def tasks(self, subset: str | None = None) -> Sequence[Task]:
         """All loaded problems; ``subset`` may narrow them to one level (``"L1"``) or be ``"all"``."""
@@ -80,9 +110,9 @@ class KernelBenchSuite:
             Task(
                 id=task_id,
                 suite=self.name,
-                statement=_statement(task_id, self.config.atol, self.config.rtol),
+                statement=self._statement(task_id),
                 subsets=(task_id.split("/")[1],),
-                needs_gpu=True,
+                needs_gpu=self.needs_gpu,
                 timeout_s=self.config.solve_timeout_s,
             )
             for task_id in self.files
@@ -90,24 +120,23 @@ class KernelBenchSuite:
         ]
 
     def prepare(self, task_id: str, dest: Path) -> None:
-        source = self._file(task_id)
         dest.mkdir(parents=True, exist_ok=True)
-        (dest / "reference.py").write_bytes(source.read_bytes())
-        (dest / "TASK.md").write_text(_statement(task_id, self.config.atol, self.config.rtol))
+        (dest / "reference.py").write_bytes(self.reference(task_id))
+        (dest / "TASK.md").write_text(self._statement(task_id))
         (dest / "output").mkdir(exist_ok=True)
 
     def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
-        """The kernels suite's scorer on a task folder made of the problem file and our tolerances."""
-        source = self._file(task_id)
+        """The kernels suite's scorer on a task folder made of the (scaled) problem file and our tolerances."""
+        reference = self.reference(task_id)
         cfg = self.config
         artifact_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="ms-kb-") as tmp:
             task_dir = Path(tmp) / "task"
             task_dir.mkdir()
-            shutil.copyfile(source, task_dir / "reference.py")
+            (task_dir / "reference.py").write_bytes(reference)
             (task_dir / "task.toml").write_text(
                 f'description = "{task_id}"\natol = {cfg.atol!r}\nrtol = {cfg.rtol!r}\n'
-                f"ceiling = {cfg.ceiling!r}\nneeds_gpu = {str(cfg.device == 'cuda').lower()}\n"
+                f"ceiling = {cfg.ceiling!r}\nneeds_gpu = {str(self.needs_gpu).lower()}\n"
                 'subsets = ["all"]\n'
             )
             Path(tmp).chmod(0o755)
@@ -118,22 +147,126 @@ class KernelBenchSuite:
                 sandbox,
                 task_dir,
                 artifact_dir,
-                device=cfg.device,
+                device=self.device,
                 reps=cfg.reps,
                 warmup=2,
                 timeout_s=cfg.grade_timeout_s,
                 memory_mb=16384,
             )
 
+    def reference(self, task_id: str) -> bytes:
+        """The problem file as the agent sees it and the scorer grades it: scaled when ``scale`` is not 1."""
+        source = self._file(task_id).read_bytes()
+        return source if self.config.scale == 1 else scale_sizes(source, self.config.scale)[0]
+
     def _file(self, task_id: str) -> Path:
         if task_id not in self.files:
             raise ConfigError(f"kernelbench: unknown task {task_id!r} (not among the loaded problems)")
         return self.files[task_id]
 
+    def _statement(self, task_id: str) -> str:
+        sizes = ""
+        if self.config.scale != 1:
+            changed = scale_sizes(self._file(task_id).read_bytes(), self.config.scale)[1]
+            listed = ", ".join(f"{name} {old} -> {new}" for name, (old, new) in changed.items()) or "none"
+            sizes = (
+                f"\nSizes are KernelBench's scaled by {self.config.scale:g} (`reference.py` holds the "
+                f"graded ones): {listed}.\n"
+            )
+        return STATEMENT.format(
+            task_id=task_id,
+            level=task_id.split("/")[1][1:],
+            atol=self.config.atol,
+            rtol=self.config.rtol,
+            where=WHERE[self.device],
+            sizes=sizes,
+        )
 
-def hash_files(root: Path, files: Iterable[Path]) -> str:
-    """sha256 over (relative path, content digest) of ``files``, sorted: order and location independent."""
+
+def scale_sizes(source: bytes, scale: float) -> tuple[bytes, dict[str, tuple[object, object]]]:
+    """``source`` with each module-level integer size (an int or a tuple of ints, written as literals and
+    arithmetic) that ``get_inputs`` uses and ``get_init_inputs`` does not multiplied by ``scale``, rounded and
+    at least 1; sizes computed from others follow them. Returns the new source and ``name: (old, new)``."""
+    tree = ast.parse(source)
+    constants: dict[str, ast.Assign] = {}
+    functions: dict[str, ast.FunctionDef] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            constants[node.targets[0].id] = node
+        elif isinstance(node, ast.FunctionDef):
+            functions[node.name] = node
+
+    def used_by(function: str) -> set[str]:
+        todo = (
+            [n.id for n in ast.walk(functions[function]) if isinstance(n, ast.Name)]
+            if function in functions
+            else []
+        )
+        seen: set[str] = set()
+        while todo:
+            name = todo.pop()
+            if name in constants and name not in seen:
+                seen.add(name)
+                todo.extend(n.id for n in ast.walk(constants[name].value) if isinstance(n, ast.Name))
+        return seen
+
+    lines = source.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    edits: list[tuple[int, int, bytes]] = []
+    changed: dict[str, tuple[object, object]] = {}
+    for name in sorted(used_by("get_inputs") - used_by("get_init_inputs")):
+        value = constants[name].value
+        old = _literal_size(value)
+        if old is None:
+            continue
+        new: object = (
+            tuple(max(1, round(v * scale)) for v in old)
+            if isinstance(old, tuple)
+            else max(1, round(old * scale))
+        )
+        if new == old:
+            continue
+        assert value.end_lineno is not None and value.end_col_offset is not None
+        begin = starts[value.lineno - 1] + value.col_offset
+        end = starts[value.end_lineno - 1] + value.end_col_offset
+        edits.append((begin, end, repr(new).encode()))
+        changed[name] = (old, new)
+    for begin, end, text in sorted(edits, reverse=True):
+        source = source[:begin] + text + source[end:]
+    return source, changed
+
+
+def _literal_size(value: ast.expr) -> int | tuple[int, ...] | None:
+    """The value of an integer (or tuple of integers) written with literals and arithmetic only, else None."""
+    allowed = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Tuple, ast.Load, ast.operator, ast.unaryop)
+    if not all(isinstance(n, allowed) for n in ast.walk(value)):
+        return None
+    try:
+        # only literals and arithmetic reach eval (checked above), with no builtins
+        result = eval(compile(ast.Expression(value), "<size>", "eval"), {"__builtins__": {}})
+    except Exception:
+        return None
+    if isinstance(result, bool):
+        return None
+    if isinstance(result, int):
+        return result
+    if (
+        isinstance(result, tuple)
+        and result
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in result)
+    ):
+        return result
+    return None
+
+
+def hash_files(root: Path, files: Iterable[Path], extra: str = "") -> str:
+    """sha256 over (relative path, content digest) of ``files``, sorted: order and location independent;
+    ``extra`` (how the files are used, e.g. a scale) is hashed too when given."""
     digest = hashlib.sha256()
+    if extra:
+        digest.update(b"extra\0" + extra.encode() + b"\n")
     for path in sorted(files):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).hexdigest().encode() + b"\n")
@@ -182,7 +315,3 @@ def _short(task_id: str) -> str:
     """``kernelbench/L1/19_ReLU`` -> ``L1/19``."""
     _, level, stem = task_id.split("/")
     return f"{level}/{stem.split('_', 1)[0]}"
-
-
-def _statement(task_id: str, atol: float, rtol: float) -> str:
-    return STATEMENT.format(task_id=task_id, level=task_id.split("/")[1][1:], atol=atol, rtol=rtol)

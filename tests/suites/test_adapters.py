@@ -15,6 +15,7 @@ from metasearch.sandboxes.local import LocalSandbox
 from metasearch.sandboxes.protocol import Sandbox
 from metasearch.suites import polyglot, swebench
 from metasearch.suites.kernelbench import KernelBenchSuite
+from metasearch.suites.kernels import cuda_available
 from metasearch.suites.polyglot import PolyglotSuite
 from metasearch.suites.protocol import Suite, TaskResult
 from metasearch.suites.swebench import SWEBenchSuite
@@ -52,6 +53,36 @@ KB_FILES = {
     "level2/1_Matmul_Add.py": ("Product plus sum.", "torch.matmul(a, b) + a"),
 }
 
+# Level 4's files are named after Hugging Face models; their sizes are module constants, and the model's own
+# size (here ``hidden``) is passed through get_init_inputs.
+KB_LEVEL4 = "level4/1_EleutherAI-gpt-neo-2p7B_bs32_seq256.py"
+KB_MODEL_PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.proj = nn.Linear(hidden, hidden)
+
+    def forward(self, x):
+        return self.proj(x)
+
+
+hidden = 8
+sequence_length = 2 * 8
+batch_size = 32
+shape = (batch_size, sequence_length)
+
+
+def get_inputs():
+    return [torch.randn(*shape, hidden)]
+
+
+def get_init_inputs():
+    return [hidden]
+"""
+
 
 def _kernelbench(root: Path) -> Path:
     """A checkout like ScalingIntelligence/KernelBench: problems under KernelBench/level<N>/."""
@@ -61,6 +92,8 @@ def _kernelbench(root: Path) -> Path:
         path.write_text(KB_PROBLEM.format(doc=doc, expr=expr))
     (root / "KernelBench" / "level1" / "README.md").write_text("not a problem\n")
     (root / "KernelBench" / "level3").mkdir()
+    (root / "KernelBench" / "level4").mkdir()
+    (root / "KernelBench" / KB_LEVEL4).write_text(KB_MODEL_PROBLEM)
     return root
 
 
@@ -70,7 +103,7 @@ def _kb(root: Path, **config: object) -> KernelBenchSuite:
 
 def test_kernelbench_lists_stable_ids_in_problem_order(tmp_path: Path) -> None:
     root = _kernelbench(tmp_path / "kb")
-    suite = _kb(root, levels=[1, 2])
+    suite = _kb(root, levels=[1, 2], device="cuda")
     assert isinstance(suite, Suite) and suite.needs_gpu
     ids = [t.id for t in suite.tasks()]
     assert ids == [
@@ -85,6 +118,51 @@ def test_kernelbench_lists_stable_ids_in_problem_order(tmp_path: Path) -> None:
     assert [t.id for t in picked] == [ids[1], ids[2], ids[3]]
     assert [t.id for t in _kb(root).tasks()] == ids  # default levels 1-3; level3 is empty here
     assert [t.id for t in _kb(root, levels=[1]).tasks()] == ids[:3]
+    level4 = [t.id for t in _kb(root, levels=[4]).tasks()]  # a "-" in the name, as in the real level 4
+    assert level4 == ["kernelbench/L4/1_EleutherAI-gpt-neo-2p7B_bs32_seq256"]
+    assert [t.id for t in _kb(root, levels=[4], ids=["L4/1"]).tasks()] == level4
+
+
+def test_kernelbench_device_auto_follows_the_cuda_probe(tmp_path: Path) -> None:
+    root = _kernelbench(tmp_path / "kb")
+    suite = _kb(root, levels=[1])
+    assert suite.config.device == "auto"
+    expected = "cuda" if cuda_available() else "cpu"
+    assert suite.device == expected and suite.needs_gpu == (expected == "cuda")
+    assert all(t.needs_gpu == suite.needs_gpu for t in suite.tasks())
+    assert suite.plan_note() == f"device {expected} (auto)"
+    suite.needs()
+    dest = tmp_path / "task"
+    suite.prepare("kernelbench/L1/2_Add", dest)
+    assert f"(graded on {'CUDA' if expected == 'cuda' else 'the CPU'}" in (dest / "TASK.md").read_text()
+    cpu = _kb(root, levels=[1], device="cpu")
+    assert cpu.device == "cpu" and not cpu.needs_gpu and cpu.plan_note() == "device cpu"
+    if not cuda_available():
+        with pytest.raises(ConfigError, match=r"suite\.device: 'cuda' but torch sees no CUDA GPU"):
+            _kb(root, levels=[1], device="cuda").needs()
+
+
+def test_kernelbench_scale_shrinks_input_sizes_only(tmp_path: Path) -> None:
+    root = _kernelbench(tmp_path / "kb")
+    task = "kernelbench/L4/1_EleutherAI-gpt-neo-2p7B_bs32_seq256"
+    whole, quarter = _kb(root, levels=[4]), _kb(root, levels=[4], scale=0.25)
+    assert whole.reference(task) == (root / "KernelBench" / KB_LEVEL4).read_bytes()
+    dest = tmp_path / "task"
+    quarter.prepare(task, dest)
+    scaled = (dest / "reference.py").read_text()
+    # batch and sequence shrink (the derived shape follows); the model's size, used by get_init_inputs, stays
+    assert "hidden = 8\nsequence_length = 4\nbatch_size = 8\nshape = (batch_size, sequence_length)" in scaled
+    statement = (dest / "TASK.md").read_text()
+    assert "scaled by 0.25" in statement and "batch_size 32 -> 8" in statement and "hidden" not in statement
+    namespace: dict[str, object] = {}
+    exec(scaled, namespace)
+    (x,) = namespace["get_inputs"]()  # type: ignore[operator]
+    assert tuple(x.shape) == (8, 4, 8)
+    tiny = _kb(root, levels=[1], scale=0.001).reference("kernelbench/L1/2_Add").decode()
+    assert "\nN = 1\n" in tiny  # never below 1
+    hashes = {_kb(root, scale=s).content_hash for s in (1.0, 0.5, 0.25)}
+    assert len(hashes) == 3 and _kb(root).content_hash == _kb(root, scale=1.0).content_hash
+    assert "scaled" not in _kb(root, levels=[1]).tasks()[0].statement
 
 
 def test_kernelbench_prepare_writes_only_visible_files(tmp_path: Path) -> None:
@@ -119,8 +197,8 @@ def test_kernelbench_configuration_errors(tmp_path: Path) -> None:
         KernelBenchSuite()
     with pytest.raises(ConfigError, match=r"suite\.path: .*no level<N>/ folders"):
         _kb(tmp_path)
-    with pytest.raises(ConfigError, match=r"suite\.levels: level 4"):
-        _kb(root, levels=[1, 4])
+    with pytest.raises(ConfigError, match=r"suite\.levels: level 5"):
+        _kb(root, levels=[1, 5])
     with pytest.raises(ConfigError, match=r"suite\.ids: 'L1/99'"):
         _kb(root, ids=["L1/99"])
     with pytest.raises(ConfigError, match="unknown task 'kernelbench/L2/1_Matmul_Add'"):
@@ -128,7 +206,7 @@ def test_kernelbench_configuration_errors(tmp_path: Path) -> None:
 
 
 def test_kernelbench_grades_with_the_kernel_scorer(tmp_path: Path) -> None:
-    suite = _kb(_kernelbench(tmp_path / "kb"), levels=[1], device="cpu", reps=5)
+    suite = _kb(_kernelbench(tmp_path / "kb"), levels=[1], device="cpu", reps=5, scale=0.5)
     out = tmp_path / "out"
     out.mkdir()
     solution = (
