@@ -198,3 +198,23 @@ def test_java_is_graded_test_by_test(tmp_path: Path) -> None:
         (artifact / "src" / "main" / "java" / "Adder.java").write_text(source)
         result = run("grade", artifact, expected=ids)
         assert result["score"] == score and reason in (result["error"] or ""), (name, result)
+
+
+def test_the_junit_tree_is_read_like_the_xml() -> None:
+    """The tree shows a slow test's time and cuts long names short; both still name the XML's test."""
+    long = "aVeryLongTestNameThatTheConsoleLauncherCutsShortInItsTreeBecauseItIsLongerThanEightyChars()"
+    tree = (
+        "├─ JUnit Jupiter ✔\n│  └─ AdderTest ✔\n│     ├─ adds() 10362 ms ✔\n"
+        f"│     └─ {long[:75]}... ✘ expected: 1\n└─ JUnit Vintage ✔\n\n"
+        "[         2 tests found           ]\n[         0 tests skipped         ]\n"
+        "[         0 tests aborted         ]\n[         1 tests successful      ]\n"
+        "[         1 tests failed          ]\n[         0 containers failed     ]\n"
+    )
+    ids = {f"src/test/java/AdderTest.java::{name}" for name in ("adds()", long)}
+    run = channel.Run("junit-tree", exit_code=1)
+    junit.read_tree(run, tree, {"AdderTest": "src/test/java/AdderTest.java"}, ids)
+    assert {r["id"]: r["outcome"] for r in run.records if r["t"] == "report"} == {
+        f"src/test/java/AdderTest.java::{long}": "failed",
+        "src/test/java/AdderTest.java::adds()": "passed",
+    }
+    assert run.records[-1] == {"t": "end", "exitstatus": 1}

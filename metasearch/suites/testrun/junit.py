@@ -41,7 +41,7 @@ COMPILE = (
     "junit-platform-commons",
 )
 REQUIRED = (*COMPILE, "assertj-core", "junit-platform-console-standalone")
-TREE_LINE = re.compile(r"^([│ ]*)[├└]─ (.+?) ([✔✘■↷])(?: .*)?$")
+TREE_LINE = re.compile(r"^([│ ]*)[├└]─ (.+?)(?: \d+ ms)? ([✔✘■↷])(?: .*)?$")  # slow tests show their time
 TREE_OUTCOME = {"✔": "passed", "✘": "failed", "■": "failed", "↷": "skipped"}
 SUMMARY = re.compile(r"^\[\s+(\d+) (tests|containers) (found|skipped|aborted|successful|failed)\s+\]$", re.M)
 
