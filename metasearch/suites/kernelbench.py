@@ -49,8 +49,7 @@ speedups that look implausible are flagged.
 WHERE = {
     "cuda": "on a CUDA GPU (graded on CUDA): custom CUDA via `torch.utils.cpp_extension.load_inline`, Triton, "
     "or a better use of PyTorch",
-    "cpu": "on the CPU (graded on the CPU, single-threaded: this machine has no CUDA GPU): a better use of "
-    "PyTorch or a C++ extension",
+    "cpu": "on the CPU (graded on the CPU, single-threaded): a better use of PyTorch or a C++ extension",
 }
 
 
