@@ -26,6 +26,14 @@ def grade(suite: KernelsSuite, task: str, source: str, tmp_path: Path, sandbox=N
     return suite.grade(f"kernels/{task}", artifact, sandbox or LocalSandbox())
 
 
+def assert_no_gain(result: TaskResult, honest: TaskResult) -> None:
+    """The attack scored no higher than the honest solution, and, unless it was rejected outright, claimed
+    no larger speedup (timing noise between two gradings stays well inside 1.6x; the attacks aim higher)."""
+    assert result.score <= honest.score, (result, honest)
+    if result.score > 0 or not result.flags:
+        assert result.metrics.get("speedup", 0.0) <= 1.6 * honest.metrics["speedup"], (result, honest)
+
+
 def outcome(result: TaskResult) -> str:
     """What was recorded, in one line (the integrity benchmark's table shows it)."""
     speedup = f" speedup {result.metrics['speedup']:.2f}" if "speedup" in result.metrics else ""
@@ -91,10 +99,7 @@ def test_attacks_on_the_grader_are_caught(name: str, tmp_path: Path, record_prop
     result = grade(suite, task, source, tmp_path)
     record_property("outcome", outcome(result))
     if caught_by == "no gain":
-        honest = grade(suite, task, oracle(task), tmp_path)
-        assert result.score <= honest.score, (result, honest)
-        # timing noise between two gradings stays well inside this; the attacks aim at 2.5x and more
-        assert result.metrics.get("speedup", 0.0) <= 1.6 * honest.metrics["speedup"], (result, honest)
+        assert_no_gain(result, grade(suite, task, oracle(task), tmp_path))
         return
     assert result.score == 0.0, result
     assert caught_by in result.flags or caught_by in (result.error or ""), result
@@ -209,9 +214,7 @@ def test_attacks_in_docker(name: str, docker_sandbox_factory, tmp_path: Path, re
     result = grade(suite, task, source, tmp_path, sandbox)
     record_property("outcome", outcome(result))
     if caught_by == "no gain":
-        honest = grade(suite, task, oracle(task), tmp_path, sandbox)
-        assert result.score <= honest.score, (result, honest)
-        assert result.metrics.get("speedup", 0.0) <= 1.6 * honest.metrics["speedup"], (result, honest)
+        assert_no_gain(result, grade(suite, task, oracle(task), tmp_path, sandbox))
     else:
         assert result.score == 0.0 and (caught_by in result.flags or caught_by in (result.error or "")), (
             result
