@@ -18,7 +18,8 @@ the XML nor the summary: the run ended early.
 
 Weaker than the Python harnesses, like ``libtest.py``: both reports come from the JVM that runs
 candidate code, so a candidate that forges both (and evades the early-exit scan) can still lie.
-Exercises that need other libraries (``hangman``: RxJava, ``rest-api``: org.json) do not compile here.
+Exercises that need other libraries (``hangman``: RxJava, ``rest-api``: org.json) or a newer AssertJ
+(``mazy-mice``: ``hasDimensions``, the benchmark pins 3.25.1) do not compile here.
 Tested with OpenJDK 17 and Debian bookworm's jars (JUnit 5.9.2, AssertJ 3.14.0); not in the sandbox image.
 """
 
@@ -53,7 +54,7 @@ def run_junit_tests(work: str, test_files: list[str], *, timeout_s: float, jars:
     missing = [name for name in REQUIRED if not os.path.isfile(os.path.join(jars, f"{name}.jar"))]
     if missing:
         xml.output = tree.output = f"missing jars in {jars}: {missing}"
-        return [xml, tree]
+        return [tree, xml]
     for rel in test_files:
         path = os.path.join(work, rel)
         with open(path, encoding="utf-8") as f:
@@ -76,7 +77,7 @@ def run_junit_tests(work: str, test_files: list[str], *, timeout_s: float, jars:
     if code != 0:
         for run in (xml, tree):
             run.output, run.exit_code, run.timed_out = out[-3000:], code, timed_out
-        return [xml, tree]  # no end record: it did not compile
+        return [tree, xml]  # no end record: it did not compile
     names = {class_name(rel): rel for rel in test_files}
     command = ["java", "-jar", jar["junit-platform-console-standalone"], "--disable-banner"]
     command += ["--disable-ansi-colors", "--details=tree", f"--reports-dir={reports}"]
