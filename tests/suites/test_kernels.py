@@ -164,6 +164,14 @@ def test_a_broken_reference_is_the_graders_fault_not_the_candidates(
         grade(KernelsSuite(KernelsSuite.Config(reps=3)), "row_softmax", oracle("row_softmax"), tmp_path)
 
 
+def test_a_scalar_output_is_compared_as_a_scalar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Losses return 0-d tensors; they must come back from the workers with their shape."""
+    edit_task(tmp_path, monkeypatch, "add_control", "reference.py", "return x + y", "return (x * y).mean()")
+    source = oracle("add_control").replace("out = x + y", "out = (x * y).mean()")
+    result = grade(KernelsSuite(KernelsSuite.Config(reps=3)), "add_control", source, tmp_path)
+    assert result.metrics.get("correct") == 1.0 and result.error is None, result
+
+
 def test_aggregate_divides_by_all_tasks() -> None:
     results = {
         "a": TaskResult(0.8, {"correct": 1.0, "speedup": 4.0, "fast_0": 1.0, "fast_1": 1.0, "fast_2": 1.0}),

@@ -65,6 +65,7 @@ MAX_REFERENCE_BATCH_S = (
 )
 MIN_TIMED_S = 0.05  # at least this much reference time is measured (more rounds for fast kernels)
 MAX_REPS = 100
+MIN_ROUNDS = 10  # whatever the configured repetitions: a low quantile of fewer rounds is one lucky call
 EMPTY_TRIPS = 25
 TYPICAL_QUANTILE = 0.2
 UNTIMED_QUANTILE = 0.75  # the reference's untimed CPU time up to here is the usual spread, not hidden work
@@ -215,6 +216,7 @@ class Session:
         n = min(n, max(1, math.ceil(MAX_REFERENCE_BATCH_S / per_call[self.ref])))
         reps = max(
             self.args.reps,
+            MIN_ROUNDS,
             math.ceil(MIN_TIMED_S / (n * per_call[self.ref])),
             math.ceil(MIN_CANDIDATE_S / (n * per_call[self.cand])),
         )

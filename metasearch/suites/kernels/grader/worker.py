@@ -124,7 +124,8 @@ class Worker:
                 arrays += [
                     shared.as_array(x) for i in msg["slots"] for x in self.slots[i] if hasattr(x, "numel")
                 ]
-            return {"ok": True, "arrays": [self.np.ascontiguousarray(a) for a in arrays]}
+            # ascontiguousarray alone would make a 0-d output (a loss) 1-d
+            return {"ok": True, "arrays": [self.np.ascontiguousarray(a).reshape(a.shape) for a in arrays]}
         elif op == "audit":
             return {
                 "changed": self.guard.changed() if self.guard else [],
@@ -172,7 +173,7 @@ def main() -> None:
                 answer["arrays"] = [[a.dtype.str, list(a.shape)] for a in arrays]
             shared.send(reply, answer)
             for array in arrays:
-                shared.send_bytes(reply, memoryview(array).cast("B"))
+                shared.send_bytes(reply, memoryview(array.tobytes()))
 
 
 if __name__ == "__main__":
