@@ -8,10 +8,9 @@ own, its own clock, the kernel's CPU accounting); ``audit`` reports what a polit
 and can only count against it.
 
 Commands: ``model`` (build for a seed and shape set), ``inputs`` (input sets the judge made, their bytes
-following the command line), ``run``
-(call the model once per input set, then synchronise the device), ``fetch`` (send some outputs, optionally
-with their inputs, as raw arrays after the answer line), ``empty`` (answer at once: the judge's measure of
-the round trip), ``audit``, ``exit``.
+following the command line), ``run`` (call the model once per input set, then synchronise the device; with
+no input sets, the judge's measure of the round trip), ``fetch`` (send some outputs, optionally with their
+inputs, as raw arrays after the answer line), ``audit``, ``exit``.
 """
 
 from __future__ import annotations
@@ -132,7 +131,7 @@ class Worker:
                 "reference_calls": self.reference_calls[0],
                 "threads_changed": self.threads_changed,
             }
-        elif op != "empty":
+        else:
             raise ValueError(f"unknown command {op!r}")
         return {"ok": True}
 
