@@ -260,16 +260,19 @@ def ui(
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def bench(
     ctx: typer.Context,
-    which: Annotated[str, typer.Argument(help="archive | schedulers | sandbox | llm | tracking | integrity")],
+    which: Annotated[
+        str, typer.Argument(help="a benchmark under bench/: archive, schedulers, integrity, ...")
+    ],
 ) -> None:
-    """Run a performance benchmark; extra options go to it (e.g. `bench schedulers --seeds 50`)."""
+    """Run a benchmark from bench/; extra options go to it (e.g. `bench schedulers --seeds 50`)."""
     import importlib.util
 
     import metasearch
 
-    names = ("archive", "schedulers", "sandbox", "llm", "tracking", "integrity")
-    path = Path(metasearch.__file__).resolve().parents[1] / "bench" / f"{which}.py"
-    if which not in names or not path.is_file():
+    folder = Path(metasearch.__file__).resolve().parents[1] / "bench"
+    names = sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
+    path = folder / f"{which}.py"
+    if which not in names:
         raise _fail(
             MetasearchError(
                 f"unknown benchmark {which!r}; choose from {', '.join(names)} (needs a source checkout)"

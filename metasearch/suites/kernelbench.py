@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from metasearch.errors import ConfigError
 from metasearch.sandboxes.protocol import Sandbox
 from metasearch.suites.kernels import cuda_available, grade_kernel
+from metasearch.suites.kernels.footprint import estimate, machine_mb
 from metasearch.suites.protocol import Task, TaskResult
 
 logger = logging.getLogger(__name__)
@@ -77,6 +78,9 @@ class KernelBenchSuite:
         rtol: float = Field(1e-2, gt=0)
         reps: int = Field(30, ge=3)
         ceiling: float = Field(1000.0, gt=1)
+        # the most memory one grading run may take; default: 90% of this machine's. Each problem's run gets
+        # what its sizes need (estimated before the study starts); problems needing more are left out.
+        memory_limit_mb: int | None = Field(None, gt=0)
 
     def __init__(self, config: Config | None = None, **_: object) -> None:
         self.config = config or KernelBenchSuite.Config()
@@ -89,6 +93,7 @@ class KernelBenchSuite:
         device = self.config.device
         self.device: str = device if device != "auto" else ("cuda" if cuda_available() else "cpu")
         self.needs_gpu = self.device == "cuda"
+        self._grading_mb: dict[str, int] | None = None
 
     def needs(self) -> None:
         """Refuses ``device: cuda`` where torch sees no GPU; says which device ``auto`` chose."""
@@ -97,14 +102,58 @@ class KernelBenchSuite:
         logger.info("kernelbench: grading on %s (device: %s)", self.device, self.config.device)
 
     def plan_note(self) -> str:
-        """One line for ``--dry-run``: where grading runs and at what size."""
+        """One line for ``--dry-run``: where grading runs, at what size, and what does not fit."""
         chosen = f"device {self.device}" + (" (auto)" if self.config.device == "auto" else "")
-        return chosen + ("" if self.config.scale == 1 else f", sizes scaled by {self.config.scale:g}")
+        note = chosen + ("" if self.config.scale == 1 else f", sizes scaled by {self.config.scale:g}")
+        too_big = self.too_big()
+        if too_big:
+            shown = ", ".join(f"{t.split('/', 1)[1]} ({mb} MB)" for t, mb in list(too_big.items())[:5])
+            note += (
+                f"; {len(too_big)} of {len(self.files)} problems need more than {self.memory_limit_mb()} MB "
+                f"to grade and are left out: {shown}{', ...' if len(too_big) > 5 else ''} "
+                "(set suite.scale, or suite.memory_limit_mb on a larger machine)"
+            )
+        return note
+
+    def memory_limit_mb(self) -> int:
+        return self.config.memory_limit_mb or int(0.9 * machine_mb())
+
+    def grading_mb(self) -> dict[str, int]:
+        """Memory each problem's grading run gets (estimated once, from its sizes on the meta device; a
+        problem the estimate cannot size gets the limit)."""
+        if self._grading_mb is None:
+            with tempfile.TemporaryDirectory(prefix="ms-kb-size-") as tmp:
+                paths: dict[str, Path] = {}
+                for task_id in self.files:
+                    paths[task_id] = Path(tmp) / f"{len(paths)}.py"
+                    paths[task_id].write_bytes(self.reference(task_id))
+                found = estimate(list(paths.values()))
+            limit, sizes = self.memory_limit_mb(), {}
+            for task_id, path in paths.items():
+                footprint = found[path]
+                if isinstance(footprint, str):
+                    logger.info("kernelbench: %s not sized (%s); it gets %d MB", task_id, footprint, limit)
+                    sizes[task_id] = limit
+                else:
+                    sizes[task_id] = footprint.grading_mb
+            self._grading_mb = sizes
+        return self._grading_mb
+
+    def too_big(self) -> dict[str, int]:
+        """Problems whose grading needs more memory than the limit: task id -> MB needed."""
+        limit = self.memory_limit_mb()
+        return {t: mb for t, mb in self.grading_mb().items() if mb > limit}
 
     def tasks(self, subset: str | None = None) -> Sequence[Task]:
         """All loaded problems; ``subset`` may narrow them to one level (``"L1"``) or be ``"all"``."""
         if subset not in (None, "all") and subset not in {f"L{level}" for level in self.config.levels}:
             raise ConfigError(f"kernelbench: unknown subset {subset!r}; allowed: all, L<level>")
+        too_big = self.too_big()
+        if too_big:
+            logger.warning(
+                "kernelbench: %d problems need more than %d MB to grade and are left out: %s",
+                len(too_big), self.memory_limit_mb(), ", ".join(too_big),
+            )  # fmt: skip
         return [
             Task(
                 id=task_id,
@@ -115,7 +164,7 @@ class KernelBenchSuite:
                 timeout_s=self.config.solve_timeout_s,
             )
             for task_id in self.files
-            if subset in (None, "all") or task_id.split("/")[1] == subset
+            if (subset in (None, "all") or task_id.split("/")[1] == subset) and task_id not in too_big
         ]
 
     def prepare(self, task_id: str, dest: Path) -> None:
@@ -128,6 +177,12 @@ class KernelBenchSuite:
         """The kernels suite's scorer on a task folder made of the (scaled) problem file and our tolerances."""
         reference = self.reference(task_id)
         cfg = self.config
+        memory_mb = self.grading_mb()[task_id]
+        if memory_mb > self.memory_limit_mb():
+            raise ConfigError(
+                f"kernelbench: {task_id} needs about {memory_mb} MB to grade, over suite.memory_limit_mb "
+                f"({self.memory_limit_mb()} MB); grade it smaller with suite.scale"
+            )
         artifact_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="ms-kb-") as tmp:
             task_dir = Path(tmp) / "task"
@@ -150,7 +205,7 @@ class KernelBenchSuite:
                 reps=cfg.reps,
                 warmup=2,
                 timeout_s=cfg.grade_timeout_s,
-                memory_mb=16384,
+                memory_mb=memory_mb,
             )
 
     def reference(self, task_id: str) -> bytes:

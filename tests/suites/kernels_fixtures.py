@@ -294,6 +294,13 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
         ),
         "grader failed",
     ),
+    # makes itself the process the kernel spares when memory runs out, so that filling memory would end the
+    # judge (no verdict) instead of the candidate
+    "lowered_oom_priority": (
+        "row_softmax",
+        _module("row_softmax", _SOFTMAX, prelude="open('/proc/self/oom_score_adj', 'w').write('0')\n"),
+        "out-of-memory priority",
+    ),
 }
 
 # Attacks that only a container can stop (the local sandbox runs them as the same user, often root):

@@ -544,3 +544,77 @@ def test_polyglot_grades_python_in_docker(
     assert suite.grade("polyglot/python/leap", workspace, docker_sandbox_factory()).score == 1.0
     (workspace / "leap.py").write_text(LEAP_WRONG)
     assert suite.grade("polyglot/python/leap", workspace, docker_sandbox_factory()).score == 0.0
+
+
+# KernelBench level 1's real layout for a problem whose output is large (the real 19_ReLU is 4096 x 393216
+# fp32, 6 GiB); here 256 MiB, the size at which a grader writing to a small /tmp used to fail correct code.
+KB_RELU = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """
+    Simple model that performs a ReLU activation.
+    """
+    def __init__(self):
+        super(Model, self).__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+batch_size = 16
+dim = 4194304
+
+def get_inputs():
+    x = torch.rand(batch_size, dim)
+    return [x]
+
+def get_init_inputs():
+    return []  # No special initialization inputs needed
+'''
+KB_RELU_ID = "kernelbench/L1/19_ReLU"
+
+
+def _kb_relu(root: Path) -> Path:
+    path = root / "KernelBench" / "level1" / "19_ReLU.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(KB_RELU)
+    return root
+
+
+def test_kernelbench_sizes_each_problem_and_leaves_out_what_cannot_fit(tmp_path: Path) -> None:
+    root = _kb_relu(_kernelbench(tmp_path / "kb"))
+    suite = _kb(root, levels=[1], device="cpu")
+    sizes = suite.grading_mb()
+    # 256 MiB in, 256 MiB out: the judge and two workers hold a few copies each, and PyTorch itself
+    assert 2048 + 1.25 * 9 * 256 <= sizes[KB_RELU_ID] <= 2048 + 1.25 * 12 * 256
+    assert sizes["kernelbench/L1/2_Add"] == 4096  # small problems get the floor
+    assert KB_RELU_ID in [t.id for t in suite.tasks()] and not suite.too_big()
+
+    small = _kb(root, levels=[1], device="cpu", memory_limit_mb=4096)
+    assert small.too_big() == {KB_RELU_ID: sizes[KB_RELU_ID]}
+    assert KB_RELU_ID not in [t.id for t in small.tasks()]  # left out before any budget is spent on it
+    note = small.plan_note()
+    assert "1 of 4 problems need more than 4096 MB" in note and "L1/19_ReLU" in note
+    with pytest.raises(ConfigError, match="memory_limit_mb"):
+        small.grade(KB_RELU_ID, tmp_path / "out", LocalSandbox())
+    # at a smaller scale it fits again: the scaled file is what is sized
+    assert not _kb(root, levels=[1], device="cpu", memory_limit_mb=4096, scale=0.25).too_big()
+
+
+@pytest.mark.docker
+def test_kernelbench_large_output_grades_right_in_docker(docker_sandbox_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A correct candidate with a 256 MiB output passes in Docker and a wrong one fails on correctness:
+    nothing the grader does depends on the sandbox's small scratch space."""
+    root = _kb_relu(_kernelbench(tmp_path / "kb"))
+    suite = _kb(root, levels=[1], ids=["L1/19"], device="cpu", reps=3)
+    sandbox = docker_sandbox_factory()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "solution.py").write_text(KB_RELU.replace("Model", "ModelNew"))
+    good = suite.grade(KB_RELU_ID, out, sandbox)
+    assert good.error is None and good.metrics["correct"] == 1.0, good
+    (out / "solution.py").write_text(
+        KB_RELU.replace("Model", "ModelNew").replace("torch.relu(x)", "torch.relu(x) * 1.1")
+    )
+    bad = suite.grade(KB_RELU_ID, out, sandbox)
+    assert bad.score == 0.0 and "wrong output" in (bad.error or ""), bad

@@ -169,7 +169,18 @@ def grade_kernel(
         # the reference or the judge failed: a task or machine fault, never the candidate's failure
         reason = result.stdout.strip().splitlines()[-1]
         raise InfrastructureError(f"kernels grader failed on {problem_dir.name}: {reason}", retryable=False)
+    if result.oom_killed and not _has_verdict(result.stdout):
+        # the candidate's worker is the kernel's first pick when memory runs out (the judge checks that it
+        # stays so): the judge itself was ended, so the limit was too small for the problem
+        raise InfrastructureError(
+            f"kernels grader ran out of memory on {problem_dir.name} (limit {memory_mb} MB)", retryable=False
+        )
     return parse_grader_output(result)
+
+
+def _has_verdict(stdout: str) -> bool:
+    lines = stdout.strip().splitlines()
+    return bool(lines) and lines[-1].lstrip().startswith("{")
 
 
 def aggregate(results: Mapping[str, TaskResult]) -> dict[str, float]:

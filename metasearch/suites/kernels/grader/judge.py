@@ -76,6 +76,8 @@ DISQUALIFYING = (
     "modified_inputs", "tampered_timer", "tampered_runtime", "called_reference", "multithreaded",
     "stale_output", "work_outside_timing", "reference_disturbed",
 )  # fmt: skip
+COMPARE_CHUNK = 1 << 22  # elements compared at a time
+OOM_FIRST = 1000  # the candidate's worker sets this on itself before it loads the candidate
 TIMERS = ("time.", "torch.cuda.synchronize", "torch.cuda.Event")
 
 
@@ -167,35 +169,46 @@ class Session:
         with _reference_fault():
             model = shared.make_model(self.reference, self.reference.Model, self.device, model_seed, shape)
             inputs = shared.make_inputs(self.reference, self.device, input_seed, shape)
-            pristine = [shared.as_array(x) for x in inputs if hasattr(x, "numel")]
             want = shared.as_array(shared.call(model, inputs))
-        limit = want.nbytes + sum(x.nbytes for x in pristine)
-        spec, data = shared.pack([inputs])
+            spec, data = shared.pack([inputs])  # the pristine inputs, as sent
+            del model, inputs
+        sizes = shared.tensor_bytes(spec)
+        limit = want.nbytes + len(data)
+        got: list[Any] = []
         for worker in self.workers:  # the reference's worker too: both processes live the same history
+            got.clear()  # what the reference's worker sent is not needed: free it before the next
             self._ask(worker, "model", seed=model_seed, shape=shape)
             self._ask(worker, "inputs", slots=spec, payload=data)
             self._ask(worker, "run")
             got = self._ask(worker, "fetch", slots=[0], inputs=True, limit=limit)[0].get("arrays", [])
-        if len(got) != 1 + len(pristine):
-            raise CandidateFailed(f"{what}: the worker sent {len(got)} arrays, not {1 + len(pristine)}")
+        if len(got) != 1 + len(sizes):
+            raise CandidateFailed(f"{what}: the worker sent {len(got)} arrays, not {1 + len(sizes)}")
         problem = self._compare(got[0], want)
         if problem:
             raise CandidateFailed(f"{what}: {problem}", ["stale_output"] if stale else [])
-        if any(self._compare(g, p, exact=True) for g, p in zip(got[1:], pristine, strict=True)):
-            raise CandidateFailed(f"{what}: the candidate wrote into its inputs", ["modified_inputs"])
+        offset = 0
+        for array, size in zip(got[1:], sizes, strict=True):
+            if not _same_bytes(array, data, offset, size):
+                raise CandidateFailed(f"{what}: the candidate wrote into its inputs", ["modified_inputs"])
+            offset += size
 
-    def _compare(self, got: Any, want: Any, *, exact: bool = False) -> str | None:
+    def _compare(self, got: Any, want: Any) -> str | None:
+        """Within the task's tolerances, compared a slice at a time (memory stays near the outputs')."""
         import numpy as np
 
         if got.shape != want.shape or got.dtype != want.dtype:
             return f"output {got.shape} {got.dtype} differs from the reference's {want.shape} {want.dtype}"
-        if exact:
-            return None if np.array_equal(got, want, equal_nan=True) else "changed"
         atol, rtol = float(self.task["atol"]), float(self.task["rtol"])
-        if not np.allclose(got, want, atol=atol, rtol=rtol):
-            worst = float(np.nanmax(np.abs(got.astype(np.float64) - want))) if got.size else 0.0
-            return f"wrong output (max abs difference {worst:.3g}, atol {atol:g}, rtol {rtol:g})"
-        return None
+        flat_got, flat_want = got.reshape(-1), want.reshape(-1)
+        worst, close = 0.0, True
+        for start in range(0, flat_want.size, COMPARE_CHUNK):
+            a, b = flat_got[start : start + COMPARE_CHUNK], flat_want[start : start + COMPARE_CHUNK]
+            if not np.allclose(a, b, atol=atol, rtol=rtol):
+                close = False
+                worst = max(worst, float(np.nanmax(np.abs(a.astype(np.float64) - b))))
+        if close:
+            return None
+        return f"wrong output (max abs difference {worst:.3g}, atol {atol:g}, rtol {rtol:g})"
 
     # -- timing ------------------------------------------------------------------------------------
 
@@ -313,6 +326,11 @@ class Session:
             raise GraderFailed(f"the reference failed: {answer['error']}")
         if "error" in answer:
             raise CandidateFailed(str(answer["error"]))
+        if worker is not self.ref and OOM_SETTABLE and oom_priority(worker.proc.pid) != OOM_FIRST:
+            # with it lowered, running out of memory could end the judge instead of the candidate
+            raise CandidateFailed(
+                "the candidate lowered its worker's out-of-memory priority", ["tampered_runtime"]
+            )
         return answer
 
     # -- after timing ------------------------------------------------------------------------------
@@ -416,6 +434,38 @@ def _reference_fault() -> Iterator[None]:
         yield
     except Exception as exc:
         raise GraderFailed(f"the reference failed in the judge: {type(exc).__name__}: {exc}") from exc
+
+
+def _same_bytes(array: Any, data: bytearray, offset: int, size: int) -> bool:
+    """Whether ``array`` holds exactly the ``size`` bytes at ``offset`` of ``data``, a slice at a time."""
+    import numpy as np
+
+    if array.nbytes != size:
+        return False
+    got = array.reshape(-1).view(np.uint8)
+    sent = np.frombuffer(data, dtype=np.uint8, count=size, offset=offset) if size else got
+    step = COMPARE_CHUNK * 8
+    return all(np.array_equal(got[i : i + step], sent[i : i + step]) for i in range(0, size, step))
+
+
+def _oom_settable() -> bool:
+    """Whether a process here may raise its own ``oom_score_adj`` (the file opens for writing)."""
+    try:
+        with open("/proc/self/oom_score_adj", "w"):
+            return True
+    except OSError:
+        return False
+
+
+OOM_SETTABLE = _oom_settable()
+
+
+def oom_priority(pid: int) -> int | None:
+    """A process's ``oom_score_adj`` (None where the kernel does not say)."""
+    try:
+        return int(Path(f"/proc/{pid}/oom_score_adj").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _seed() -> int:

@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> None:
     except GraderFailed as exc:  # the reference or the judge failed here: not the candidate's doing
         print(json.dumps({"grader_error": str(exc)}), flush=True)
         sys.exit(3)
+    except MemoryError:  # the judge's own memory: what it holds is bounded by the problem's sizes
+        print(json.dumps({"grader_error": "the judge ran out of memory"}), flush=True)
+        sys.exit(3)
     print(json.dumps(result), flush=True)
 
 

@@ -92,45 +92,69 @@ def as_array(output: Any) -> Any:
     return output.numpy()
 
 
-def pack(slots: list[list[Any]]) -> tuple[list[list[Any]], bytes]:
+def pack(slots: list[list[Any]]) -> tuple[list[list[Any]], bytearray]:
     """Input sets as a JSON-able description and the tensors' bytes: ``["t", dtype, shape]`` per tensor
-    (its bytes follow in order), ``["v", value]`` per plain value."""
+    (its bytes follow in order), ``["v", value]`` per plain value. The bytes are copied once, straight
+    into the buffer that is sent (a problem's inputs can be gigabytes)."""
     import torch
 
     spec: list[list[Any]] = []
-    chunks: list[bytes] = []
+    tensors: list[Any] = []
     for inputs in slots:
         items: list[Any] = []
         for x in inputs:
             if isinstance(x, torch.Tensor):
-                x = x.detach().cpu().contiguous()
+                x = x.detach()
                 items.append(["t", str(x.dtype).removeprefix("torch."), list(x.shape)])
-                chunks.append(x.view(-1).view(torch.uint8).numpy().tobytes() if x.numel() else b"")
+                tensors.append(x)
             else:
                 items.append(["v", x])
         spec.append(items)
-    return spec, b"".join(chunks)
+    data = bytearray(sum(x.numel() * x.element_size() for x in tensors))
+    offset = 0
+    for x in tensors:
+        size = x.numel() * x.element_size()
+        if size:
+            view = torch.frombuffer(data, dtype=torch.uint8, count=size, offset=offset)
+            view.view(x.dtype).view(x.shape).copy_(x)
+        offset += size
+    return spec, data
 
 
-def unpack(spec: list[list[Any]], data: bytes, device: Any) -> list[list[Any]]:
+def tensor_bytes(spec: list[list[Any]]) -> list[int]:
+    """The size in bytes of each tensor ``pack`` described, in order."""
+    import torch
+
+    sizes = []
+    for items in spec:
+        for item in items:
+            if item[0] == "t":
+                count = 1
+                for n in item[2]:
+                    count *= n
+                sizes.append(count * torch.empty((), dtype=getattr(torch, item[1])).element_size())
+    return sizes
+
+
+def unpack(spec: list[list[Any]], data: bytes | bytearray, device: Any) -> list[list[Any]]:
     """The input sets ``pack`` described, as fresh tensors on ``device``."""
     import torch
 
-    view, slots = memoryview(data), []
+    sizes = iter(tensor_bytes(spec))
+    offset, slots = 0, []
     for items in spec:
         inputs: list[Any] = []
         for item in items:
             if item[0] != "t":
                 inputs.append(item[1])
                 continue
-            dtype = getattr(torch, item[1])
-            count = 1
-            for n in item[2]:
-                count *= n
-            size = count * torch.empty((), dtype=dtype).element_size()
-            raw, view = view[:size], view[size:]
-            flat = torch.frombuffer(bytearray(raw), dtype=dtype) if size else torch.empty(0, dtype=dtype)
-            inputs.append(flat.reshape(item[2]).clone().to(device))  # own, aligned memory
+            dtype, size = getattr(torch, item[1]), next(sizes)
+            if size:
+                raw = torch.frombuffer(data, dtype=torch.uint8, count=size, offset=offset)
+                inputs.append(raw.view(dtype).reshape(item[2]).clone().to(device))  # own, aligned memory
+            else:
+                inputs.append(torch.empty(item[2], dtype=dtype, device=device))
+            offset += size
         slots.append(inputs)
     return slots
 

@@ -70,7 +70,13 @@ class Worker:
         return self._read()
 
     def ask(
-        self, op: str, kind: str | None = None, *, limit: int = 0, payload: bytes = b"", **fields: Any
+        self,
+        op: str,
+        kind: str | None = None,
+        *,
+        limit: int = 0,
+        payload: bytes | bytearray = b"",
+        **fields: Any,
     ) -> tuple[dict[str, Any], float]:
         """Send one command; its answer and the seconds from sending it to the full answer. The command
         carries a fresh id that its answer must echo: an answer written before the question is refused.
@@ -79,7 +85,8 @@ class Worker:
         nonce = secrets.token_hex(8)
         data = (json.dumps({"op": op, "id": nonce, "nbytes": len(payload), **fields}) + "\n").encode()
         start = time.perf_counter()
-        self._write(memoryview(data + payload))
+        self._write(memoryview(data))
+        self._write(memoryview(payload))
         answer = self._read()
         if answer.get("id") != nonce:
             raise WorkerFailed("the worker answered out of turn (a reply not to the command it was sent)")
@@ -145,16 +152,35 @@ class Worker:
         except (TypeError, ValueError) as exc:
             raise WorkerFailed(f"the worker described its arrays wrongly ({exc})") from None
         sizes = [dtype.itemsize * int(np.prod(shape)) for dtype, shape in specs]
-        if any(dtype.kind not in "biufc" for dtype, _ in specs) or sum(sizes) > limit:
+        if (
+            any(dtype.kind not in "biufc" or min(shape, default=0) < 0 for dtype, shape in specs)
+            or sum(sizes) > limit
+        ):
             raise WorkerFailed("the worker sent arrays of a kind or size it was not asked for")
-        while len(self._buffer) < sum(sizes):
-            self._fill()
         arrays = []
         for (dtype, shape), size in zip(specs, sizes, strict=True):
-            data = self._buffer[:size]
-            del self._buffer[:size]
-            arrays.append(np.frombuffer(bytes(data), dtype=dtype).reshape(shape))
+            array = np.empty(shape, dtype=dtype)
+            self._read_into(array.reshape(-1).view(np.uint8).data, size)
+            arrays.append(array)
         return arrays
+
+    def _read_into(self, out: memoryview, size: int) -> None:
+        """``size`` bytes of the reply into ``out``, in place (outputs can be gigabytes)."""
+        got = min(size, len(self._buffer))
+        out[:got] = self._buffer[:got]
+        del self._buffer[:got]
+        while got < size:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerFailed("timed out")
+            if not select.select([self._reply], [], [], min(left, 0.5))[0]:
+                if self.on_wait:
+                    self.on_wait()
+                continue
+            n = os.readv(self._reply, [out[got:size]])
+            if not n:
+                raise WorkerFailed(self._died("the worker ended"))
+            got += n
 
     def _read(self) -> dict[str, Any]:
         while b"\n" not in self._buffer:

@@ -1,0 +1,136 @@
+"""KernelBench grading check: `metasearch bench kernelbench --path CHECKOUT [--levels 1] [--scale 0.125]`.
+
+Grades, for every loaded problem, the reference itself as the candidate (``ModelNew`` copied from
+``Model``: it must come out correct) and, with ``--wrong``, a candidate whose output is off by one (it must
+fail on correctness), through the suite's public ``grade`` in the chosen sandbox. Problems whose grading
+does not fit the memory limit are listed as left out, with the memory they need. Prints one table (problem,
+memory given, verdicts, seconds) and a summary; exits non-zero when a correct candidate failed or a wrong
+one passed. ``--jsonl FILE`` appends each row as it comes (a long sweep can be followed and resumed with
+``--skip-done``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from metasearch.errors import MetasearchError
+from metasearch.sandboxes.protocol import Sandbox
+from metasearch.sim.bench import print_table
+from metasearch.suites.kernelbench import KernelBenchSuite
+
+WRONG_FORWARD = (
+    "\n\nclass _Off(ModelNew):\n    def forward(self, *args):\n        return super().forward(*args) + 1\n"
+)
+
+
+def _sandbox(kind: str) -> Sandbox:
+    if kind == "docker":
+        from metasearch.sandboxes.docker import DockerSandbox
+
+        return DockerSandbox(DockerSandbox.Config(), study="bench-kernelbench")
+    from metasearch.sandboxes.local import LocalSandbox
+
+    return LocalSandbox()
+
+
+def _grade(suite: KernelBenchSuite, task_id: str, source: str, sandbox: Sandbox) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="ms-bench-kb-") as tmp:
+        out = Path(tmp) / "out"
+        out.mkdir()
+        (out / "solution.py").write_text(source)
+        start = time.perf_counter()
+        try:
+            result = suite.grade(task_id, out, sandbox)
+        except MetasearchError as exc:
+            return {"verdict": f"infra: {exc}"[:120], "s": time.perf_counter() - start}
+        correct = bool(result.metrics.get("correct"))
+        return {
+            "correct": correct,
+            "speedup": result.metrics.get("speedup"),
+            "verdict": "correct" if correct else (result.error or "failed")[:120],
+            "s": time.perf_counter() - start,
+        }
+
+
+def candidate(reference: str, wrong: bool) -> str:
+    """The reference renamed to ``ModelNew`` (a correct candidate), or one whose output is off by one."""
+    right = reference.replace("class Model(", "class ModelNew(").replace("super(Model,", "super(ModelNew,")
+    if not wrong:
+        return right
+    return right + WRONG_FORWARD + "\n\nModelNew = _Off\n"
+
+
+def run(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="metasearch bench kernelbench", description=__doc__)
+    parser.add_argument("--path", required=True, help="a KernelBench checkout")
+    parser.add_argument("--levels", default="1", help="comma-separated levels")
+    parser.add_argument("--ids", default=None, help="comma-separated problem ids (e.g. L1/19,L1/23)")
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--sandbox", choices=("docker", "local"), default="docker")
+    parser.add_argument("--memory-limit-mb", type=int, default=None)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=900.0, help="grading timeout per problem (s)")
+    parser.add_argument("--wrong", action="store_true", help="also grade a wrong candidate per problem")
+    parser.add_argument("--jsonl", type=Path, default=None, help="append each row to this file")
+    parser.add_argument("--skip-done", action="store_true", help="skip problems already in --jsonl")
+    args = parser.parse_args(argv)
+    suite = KernelBenchSuite(
+        KernelBenchSuite.Config(
+            path=args.path,
+            levels=[int(x) for x in args.levels.split(",")],
+            ids=args.ids.split(",") if args.ids else None,
+            device="cpu",
+            scale=args.scale,
+            reps=args.reps,
+            grade_timeout_s=args.timeout,
+            memory_limit_mb=args.memory_limit_mb,
+        )
+    )
+    sandbox = _sandbox(args.sandbox)
+    done: set[str] = set()
+    if args.skip_done and args.jsonl and args.jsonl.is_file():
+        done = {json.loads(line)["problem"] for line in args.jsonl.read_text().splitlines() if line}
+    sizes, too_big = suite.grading_mb(), suite.too_big()
+    rows: list[dict[str, Any]] = []
+    for task in [t for t in suite.files if t not in done]:
+        row: dict[str, Any] = {"problem": task.split("/", 1)[1], "memory_mb": sizes[task]}
+        if task in too_big:
+            row.update(right="left out (memory)", right_s=0.0)
+        else:
+            reference = suite.reference(task).decode()
+            right = _grade(suite, task, candidate(reference, False), sandbox)
+            row.update(right=right["verdict"], speedup=right.get("speedup"), right_s=right["s"])
+            row["right_ok"] = bool(right.get("correct"))
+            if args.wrong:
+                wrong = _grade(suite, task, candidate(reference, True), sandbox)
+                row.update(wrong=wrong["verdict"], wrong_s=wrong["s"])
+                row["wrong_ok"] = "wrong output" in wrong["verdict"] or "incorrect" in wrong["verdict"]
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+        if args.jsonl:
+            with args.jsonl.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+    columns = ["problem", "memory_mb", "right", "speedup", "right_s"] + (
+        ["wrong", "wrong_s"] if args.wrong else []
+    )
+    print_table(rows, columns)
+    graded = [r for r in rows if "right_ok" in r]
+    right_ok = sum(r["right_ok"] for r in graded)
+    wrong_ok = sum(r.get("wrong_ok", False) for r in graded)
+    print(
+        f"\nscale {args.scale:g}, {args.sandbox}: correct candidates graded correct {right_ok}/{len(graded)}"
+        + (f", wrong candidates failed on correctness {wrong_ok}/{len(graded)}" if args.wrong else "")
+        + f"; left out for memory {len(rows) - len(graded)} (limit {suite.memory_limit_mb()} MB)"
+    )
+    failed = right_ok < len(graded) or (args.wrong and wrong_ok < len(graded))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())
