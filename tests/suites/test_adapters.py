@@ -602,6 +602,7 @@ def test_kernelbench_sizes_each_problem_and_leaves_out_what_cannot_fit(tmp_path:
 
 
 @pytest.mark.docker
+@pytest.mark.timeout(1800)  # two minutes on an idle 2-core machine; moving 512 MiB per call takes a while
 def test_kernelbench_large_output_grades_right_in_docker(docker_sandbox_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A correct candidate with a 256 MiB output passes in Docker and a wrong one fails on correctness:
     nothing the grader does depends on the sandbox's small scratch space."""
