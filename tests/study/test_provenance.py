@@ -211,3 +211,44 @@ def test_cli_resume_status_and_diff_runs(tmp_path: Path) -> None:
     assert "llm.sampling.proposer.temperature: 0.3 -> 1.1" in diff.stdout, diff.stdout
     same = _cli("diff-runs", str(a), str(a), "--json")
     assert same.returncode == 0 and json.loads(same.stdout)["comparable"] is True
+
+
+def _build(tag: str, label: str) -> str:
+    from metasearch.sandboxes.images import default_image_tag
+
+    dockerfile = f"FROM {default_image_tag()}\nLABEL metasearch.test.provenance={label}\n"
+    done = subprocess.run(
+        ["docker", "build", "-q", "-t", tag, "-"], input=dockerfile, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+@pytest.mark.docker
+def test_resume_refuses_a_rebuilt_image_behind_the_same_tag(
+    tmp_path: Path, docker_sandbox_factory: Any
+) -> None:
+    import uuid
+
+    tag = f"metasearch-provenance-test-{uuid.uuid4().hex[:8]}:latest"
+    built = [_build(tag, "one")]
+    try:
+        problems = _problems(tmp_path / "kb")
+        study_dir = tmp_path / "a" / "prov"
+        with ScriptedLLM(["no change this time"]) as llm:
+            config = _config(tmp_path, llm.base_url, problems, sandbox={"name": "docker", "image": tag})
+            launch.create(load_config(config), study_dir).close()
+            record = json.loads((study_dir / "provenance.json").read_text())
+            assert record["sandbox"]["image"] == tag and record["sandbox"]["image_id"] == built[0]
+            built.append(_build(tag, "two"))  # `docker build` again: same tag, another image
+            with pytest.raises(DriftRefused) as refused:
+                launch.reopen(study_dir)
+            assert [d["key"] for d in refused.value.differences] == ["sandbox.image_id"]
+            assert f"sandbox.image_id: {built[0]} -> {built[1]}" in str(refused.value)
+            launch.reopen(study_dir, accept_drift=True).close()
+        event = read_index(study_dir).drift[-1]
+        assert [(d["key"], d["new"]) for d in event["differences"]] == [("sandbox.image_id", built[1])]
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag, *built], capture_output=True)
