@@ -109,10 +109,13 @@ class GitArchive:
         for key, value in REPO_CONFIG.items():
             git(root / "repo", "config", key, value)
         (root / "config.yaml").write_text(config_text)
-        files = {"config.yaml": config_text, **(record_files or {})}
-        for name, text in (record_files or {}).items():
-            (root / name).write_text(text)
-        _commit_files(root / "repo", files, "study record\n\nThe frozen config and the provenance record.\n")
+        if record_files:
+            for name, text in record_files.items():
+                (root / name).write_text(text)
+            files = {"config.yaml": config_text, **record_files}
+            _commit_files(
+                root / "repo", files, "study record\n\nThe frozen config and the provenance record.\n"
+            )
         journal = Journal(root / "journal.jsonl")
         event: dict[str, Any] = {
             "op": "study_created",
