@@ -110,6 +110,28 @@ def test_the_record_is_written_once_at_creation_and_stamped_on_every_evaluation(
     index = read_index(study_dir)
     assert index.conditions == conditions_hash(record)
     assert index.evaluations and all(e.conditions == index.conditions for e in index.evaluations.values())
+    # Promotion mirrors the study to MLflow first: the study run and the model version carry the record.
+    from mlflow import MlflowClient
+
+    from metasearch.tracking import store
+    from metasearch.tracking.promote import promote_agent
+
+    result = promote_agent(study_dir, "a00000", "prov-agent")
+    uri = store.default_tracking_uri(study_dir)
+    client = MlflowClient(uri, registry_uri=uri)
+    version = client.get_model_version("prov-agent", str(result["version"]))
+    assert version.tags["provenance.llm.model"] == "scripted-7b"
+    assert (
+        version.tags["provenance.suite.tasks.kernelbench/L1/1_Scale"]
+        == record["suite"]["tasks"]["kernelbench/L1/1_Scale"]
+    )
+    assert version.tags["metasearch.conditions"] == index.conditions
+    assert version.tags["metasearch.conditions_match"] == "true"
+    run = client.get_run(client.get_run(result["run_id"]).data.tags["mlflow.parentRunId"])
+    assert run.data.tags["metasearch.provenance.conditions"] == index.conditions
+    assert run.data.params["provenance.llm.sampling.proposer.temperature"] == "0.7"
+    model_files = {Path(a.path).name for a in client.list_artifacts(result["run_id"], "model-prov-agent")}
+    assert "provenance.json" in model_files
 
 
 def test_resume_refuses_each_score_deciding_change_and_accept_drift_journals_it(tmp_path: Path) -> None:
