@@ -274,3 +274,23 @@ def test_resume_refuses_a_rebuilt_image_behind_the_same_tag(
         assert [(d["key"], d["new"]) for d in event["differences"]] == [("sandbox.image_id", built[1])]
     finally:
         subprocess.run(["docker", "rmi", "-f", tag, *built], capture_output=True)
+
+
+def test_a_study_without_a_record_gets_one_on_resume(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    problems = _problems(tmp_path / "kb")
+    study_dir = tmp_path / "a" / "prov"
+    with ScriptedLLM(["no change this time"]) as llm:
+        _run(launch.create(load_config(_config(tmp_path, llm.base_url, problems)), study_dir))
+        (study_dir / "provenance.json").unlink()  # as a study created before metasearch kept records
+        with caplog.at_level(logging.WARNING, logger="metasearch.launch"):
+            _run(launch.reopen(study_dir, ["proposer.temperature=1.5", "budget.evaluations=2"]))
+    assert "no provenance record" in caplog.text
+    index = read_index(study_dir)
+    [event] = index.drift
+    assert event["differences"] == [] and event["record"]["llm"]["sampling"]["proposer.temperature"] == 1.5
+    latest = max(index.evaluations.values(), key=lambda e: e.finished_at)
+    assert latest.conditions == index.conditions == conditions_hash(event["record"])
+    with ScriptedLLM(["no change this time"]) as llm, pytest.raises(DriftRefused, match=r"1\.5 -> 0\.7"):
+        launch.reopen(study_dir, [f"llm.base_url={llm.base_url}"])  # compared with the record made then
