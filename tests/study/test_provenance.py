@@ -294,3 +294,31 @@ def test_a_study_without_a_record_gets_one_on_resume(
     assert latest.conditions == index.conditions == conditions_hash(event["record"])
     with ScriptedLLM(["no change this time"]) as llm, pytest.raises(DriftRefused, match=r"1\.5 -> 0\.7"):
         launch.reopen(study_dir, [f"llm.base_url={llm.base_url}"])  # compared with the record made then
+
+
+def test_gpu_models_decide_scores_and_the_driver_is_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from metasearch.drift import compare
+    from metasearch.provenance import gpu_record
+
+    smi = tmp_path / "bin" / "nvidia-smi"  # what the real tool prints for this query on a two-GPU host
+    smi.parent.mkdir()
+    smi.write_text(
+        "#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 550.54.15'\necho 'NVIDIA H100 80GB HBM3, 550.54.15'\n"
+    )
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
+    gpu = gpu_record()
+    assert gpu == {"models": ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"], "driver": "550.54.15"}
+    base = {"sandbox": {"kind": "docker"}, "gpu": gpu, "python": {"version": "3.11.7"}}
+    newer_driver = {**base, "gpu": {**gpu, "driver": "560.1"}, "python": {"version": "3.11.9"}}
+    drift = compare(base, newer_driver)
+    assert drift.deciding == [] and [d["key"] for d in drift.harmless] == ["gpu.driver", "python.version"]
+    other_card = {**base, "gpu": {**gpu, "models": ["NVIDIA H200"]}}
+    assert [d["key"] for d in compare(base, other_card).deciding] == ["gpu.models"]
+    # With local sandboxes the host's interpreter runs the graders: its version decides scores too.
+    local = {**base, "sandbox": {"kind": "local"}}
+    assert [d["key"] for d in compare(local, {**local, "python": {"version": "3.12.1"}}).deciding] == [
+        "python.version"
+    ]
