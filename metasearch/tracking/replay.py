@@ -189,6 +189,10 @@ class JournalReplay:
         new_flags = set(e.get("flags") or ()) - self.flags.setdefault(agent_id, set())
         self.flags[agent_id] |= new_flags
         self.errors[agent_id] += bool(e.get("error"))
+        seen = self.conditions.setdefault(agent_id, set())
+        new_conditions = bool(e.get("conditions")) and e.get("conditions") not in seen
+        if new_conditions:
+            seen.add(str(e["conditions"]))
         if batch is None:
             return
         s, k = self.tree.own(agent_id)
@@ -200,8 +204,7 @@ class JournalReplay:
             if isinstance(value, int | float):
                 batch.metric(agent_id, f"suite.{key}", value, ts, k)
         batch.tag(agent_id, "metasearch.state", "evaluated")
-        if e.get("conditions") and e["conditions"] not in self.conditions.setdefault(agent_id, set()):
-            self.conditions[agent_id].add(e["conditions"])
+        if new_conditions:
             batch.tag(agent_id, "metasearch.conditions", ",".join(sorted(self.conditions[agent_id])))
         if e.get("flags"):  # the agent is never best-belief; say which evaluation flagged it and why
             batch.tag(agent_id, "metasearch.flags", ",".join(sorted(self.flags[agent_id])))

@@ -222,6 +222,22 @@ def test_cli_resume_status_and_diff_runs(tmp_path: Path) -> None:
         )
         assert accepted.returncode == 0, accepted.stderr
     assert read_index(a).drift[-1]["differences"][0]["key"] == "llm.sampling.proposer.temperature"
+    # The mirror puts the accepted drift on the study run and both conditions on the seed's run.
+    from mlflow import MlflowClient
+
+    from metasearch.tracking import store
+    from metasearch.tracking.mlflow_callback import sync
+
+    sync(a)
+    client = MlflowClient(store.default_tracking_uri(a))
+    exp = store.find_experiment(client, a, "one")
+    assert exp is not None
+    [study_run] = store.runs_by_kind(client, exp, "study")
+    assert study_run.data.tags["metasearch.drift_accepted"] == "llm.sampling.proposer.temperature: 0.7 -> 0.3"
+    assert study_run.data.tags["metasearch.provenance.conditions"] == read_index(a).conditions
+    [seed_run] = store.runs_by_kind(client, exp, "agent")
+    stamped = {e.conditions for e in read_index(a).evaluations.values()}
+    assert len(stamped) == 2 and seed_run.data.tags["metasearch.conditions"] == ",".join(sorted(stamped))
     status = json.loads(_cli("status", str(a), "--json").stdout)
     headline = status["provenance"]
     assert headline["model"] == "scripted" and headline["image"] == "local"
