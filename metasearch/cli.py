@@ -88,14 +88,20 @@ def run(
 def resume(
     study_dir: StudyDir,
     override: Overrides = None,
+    accept_drift: Annotated[
+        bool, typer.Option(help="Go on although conditions that decide scores changed (journaled).")
+    ] = False,
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
 ) -> None:
-    """Continue a study (after a crash, Ctrl-C or a spent budget: raise it with -o budget.evaluations=N)."""
+    """Continue a study (after a crash, Ctrl-C or a spent budget: raise it with -o budget.evaluations=N).
+
+    Refuses when the image, task content, model, sampling or metasearch revision changed since the study
+    was created (see `metasearch diff-runs`), unless --accept-drift."""
     from metasearch import launch
 
     _setup_logging(verbose)
     try:
-        _drive(lambda cbs: launch.reopen(study_dir, override or [], callbacks=cbs))
+        _drive(lambda cbs: launch.reopen(study_dir, override or [], callbacks=cbs, accept_drift=accept_drift))
     except MetasearchError as exc:
         raise _fail(exc) from None
 
@@ -154,7 +160,37 @@ def status(study_dir: StudyDir, json_: Annotated[bool, typer.Option("--json")] =
         out.print_json(json.dumps(data))
         return
     for key, value in data.items():
-        out.print(f"[bold]{key:>18}[/]  {value}")
+        if key != "provenance":
+            out.print(f"[bold]{key:>18}[/]  {value}")
+    # The provenance headline: a self-contained block (see metasearch/provenance.py).
+    for key, value in (data.get("provenance") or {}).items():
+        out.print(f"[bold]{key:>18}[/]  {value}", highlight=False)
+
+
+@app.command("diff-runs")
+def diff_runs(
+    study_a: StudyDir,
+    study_b: StudyDir,
+    json_: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """What differs between two studies' conditions: are their scores comparable? (exit 1 when not)."""
+    from metasearch.drift import describe
+    from metasearch.drift import diff_runs as compare_runs
+
+    try:
+        data = compare_runs(study_a, study_b)
+    except MetasearchError as exc:
+        raise _fail(exc) from None
+    if json_:
+        out.print_json(json.dumps(data))
+    else:
+        a, b = data["conditions"]
+        verdict = "comparable" if data["comparable"] else "NOT comparable"
+        out.print(f"conditions {a} vs {b}: scores are {verdict}", highlight=False)
+        for title, rows in (("score-deciding", data["score_deciding"]), ("harmless", data["harmless"])):
+            if rows:
+                out.print(f"{title} differences:\n{describe(rows)}", highlight=False, markup=False)
+    raise typer.Exit(0 if data["comparable"] else 1)
 
 
 @app.command()

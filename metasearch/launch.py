@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 import metasearch
+from metasearch import drift, provenance
 from metasearch.archive import ArchiveIndex, GitArchive, read_index
 from metasearch.archive.git import study_id_of
 from metasearch.archive.plumbing import git
@@ -136,13 +137,19 @@ def create(resolved: ResolvedConfig, study_dir: Path, *, callbacks: Sequence[Cal
     study_id = uuid.uuid4().hex
     manifests = [load_manifest(path) for path in seeds]
     sandbox = study_sandbox(resolved, study=study_dir.name, study_id=study_id, seeds=manifests)
+    record = provenance.collect(resolved, suite, sandbox)
     archive = GitArchive.create(
-        study_dir, study=study_dir.name, config_text=resolved.to_yaml(), study_id=study_id
+        study_dir,
+        study=study_dir.name,
+        config_text=resolved.to_yaml(),
+        study_id=study_id,
+        record_files={provenance.RECORD_NAME: provenance.to_json(record)},
+        conditions=provenance.conditions_hash(record),
     )
     try:
         for path, manifest in zip(seeds, manifests, strict=True):
             archive.add_seed(manifest.name, path, job_id=f"seed-{path.name}", meta={"source": str(path)})
-        return _assemble(resolved, archive, callbacks, sandbox)
+        return _assemble(resolved, archive, callbacks, sandbox, suite)
     except BaseException:
         archive.close()
         raise
@@ -154,9 +161,12 @@ def reopen(
     *,
     callbacks: Sequence[Callback] = (),
     lease_timeout_s: float = 30.0,
+    accept_drift: bool = False,
 ) -> Launched:
     """Reopen a study to run it again. Refuses, before writing or starting anything, while another
-    process runs it (its lease is live); then claims the lease."""
+    process runs it (its lease is live), or when conditions that decide scores changed since the study's
+    provenance record (``DriftRefused`` naming each; ``accept_drift`` goes on and journals them); then
+    claims the lease."""
     config_path = study_dir / "config.yaml"
     if not config_path.is_file():
         raise ConfigError(f"{study_dir}: not a study directory (no config.yaml)")
@@ -168,10 +178,20 @@ def reopen(
     sandbox = study_sandbox(
         resolved, study=index.study or study_dir.name, study_id=study_id_of(index, study_dir), seeds=seeds
     )
+    suite: Suite = resolved.plugins["suite"].create()
+    today = provenance.collect(resolved, suite, sandbox)
+    baseline = drift.baseline_record(study_dir, index.drift)
+    found = drift.check_resume(study_dir, baseline, today, accept=accept_drift) if baseline else None
     archive = GitArchive.open(study_dir, lease_timeout_s=lease_timeout_s)
     archive.heartbeat()
+    if found is None:
+        log.warning("%s: no provenance record (an older study); recording today's conditions", study_dir)
+    if found is None or found.deciding:
+        changed = [{**d, "score_deciding": True} for d in (found.deciding if found else [])]
+        changed += [{**d, "score_deciding": False} for d in (found.harmless if found else [])]
+        archive.accept_drift(provenance.conditions_hash(today), changed, today)
     try:
-        return _assemble(resolved, archive, callbacks, sandbox)
+        return _assemble(resolved, archive, callbacks, sandbox, suite)
     except BaseException:
         archive.release()
         archive.close()
@@ -186,10 +206,13 @@ def _seed_manifests(study_dir: Path, index: ArchiveIndex) -> list[str]:
 
 
 def _assemble(
-    resolved: ResolvedConfig, archive: GitArchive, callbacks: Sequence[Callback], sandbox: Sandbox
+    resolved: ResolvedConfig,
+    archive: GitArchive,
+    callbacks: Sequence[Callback],
+    sandbox: Sandbox,
+    suite: Suite,
 ) -> Launched:
     cfg = resolved.config
-    suite: Suite = resolved.plugins["suite"].create()
     tasks = {t.id: t for t in suite.tasks()}
     if not tasks:
         raise ConfigError(f"suite: {suite.name!r} lists no tasks for this configuration")

@@ -87,7 +87,19 @@ def status_dict(study_dir: Path) -> dict[str, Any]:
         },
         "best": view.best(),
         "finished": view.index.finished,
+        "provenance": _provenance_headline(Path(study_dir), view.index),
     }
+
+
+def _provenance_headline(study_dir: Path, index: ArchiveIndex) -> dict[str, Any] | None:
+    """The record in force (after accepted drift) in one line each: revision, image, model, suite."""
+    from metasearch.drift import baseline_record
+    from metasearch.provenance import headline
+
+    found = headline(baseline_record(study_dir, index.drift))
+    if found is not None:
+        found["drift_accepted"] = len(index.drift)
+    return found
 
 
 def best_dict(study_dir: Path, *, study: Study | None = None) -> dict[str, Any]:

@@ -53,6 +53,8 @@ class Evaluation:
     duration_s: float = 0.0
     log_path: str | None = None
     finished_at: float = 0.0
+    conditions: str | None = None
+    """Hash of the score-deciding conditions it ran under (see provenance.py); equal hashes compare."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.score <= 1.0:

@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,10 +83,22 @@ class GitArchive:
     # -- lifecycle --------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, root: Path, *, study: str, config_text: str, study_id: str | None = None) -> GitArchive:
+    def create(
+        cls,
+        root: Path,
+        *,
+        study: str,
+        config_text: str,
+        study_id: str | None = None,
+        record_files: Mapping[str, str] | None = None,
+        conditions: str | None = None,
+    ) -> GitArchive:
         """Make a new study directory; ArchiveError if ``root`` exists and is not an empty folder.
 
-        ``study_id`` (a fresh UUID if not given) names this study and no other, e.g. on its containers."""
+        ``study_id`` (a fresh UUID if not given) names this study and no other, e.g. on its containers.
+        ``record_files`` (name -> text, e.g. the provenance record) are written next to config.yaml and,
+        with it, into the archive's first commit (branch ``main``); ``conditions`` (the short hash of the
+        score-deciding conditions) is journaled with the creation and stamped on every evaluation."""
         root = Path(root)
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
             raise ArchiveError(
@@ -97,8 +109,22 @@ class GitArchive:
         for key, value in REPO_CONFIG.items():
             git(root / "repo", "config", key, value)
         (root / "config.yaml").write_text(config_text)
+        if record_files:
+            for name, text in record_files.items():
+                (root / name).write_text(text)
+            files = {"config.yaml": config_text, **record_files}
+            _commit_files(
+                root / "repo", files, "study record\n\nThe frozen config and the provenance record.\n"
+            )
         journal = Journal(root / "journal.jsonl")
-        journal.append({"op": "study_created", "study": study, "study_id": study_id or uuid.uuid4().hex})
+        event: dict[str, Any] = {
+            "op": "study_created",
+            "study": study,
+            "study_id": study_id or uuid.uuid4().hex,
+        }
+        if conditions is not None:
+            event["conditions"] = conditions
+        journal.append(event)
         return cls(root, journal)
 
     @classmethod
@@ -228,14 +254,31 @@ class GitArchive:
         )
 
     def record(self, evaluation: Evaluation) -> bool:
-        """Journal an evaluation; False (and nothing written) if its job id was already recorded."""
-        event = {"op": "evaluation_recorded", "job_id": evaluation.job_id, "evaluation": asdict(evaluation)}
+        """Journal an evaluation; False (and nothing written) if its job id was already recorded. An
+        evaluation without ``conditions`` gets the study's current conditions hash (a lookup)."""
         with self.journal.locked():
-            if evaluation.agent_id not in self.journal.catch_up().agents:
+            index = self.journal.catch_up()
+            if evaluation.agent_id not in index.agents:
                 raise ArchiveError(
                     f"{self.root}: evaluation {evaluation.job_id} of unknown agent {evaluation.agent_id!r}"
                 )
+            if evaluation.conditions is None and index.conditions is not None:
+                evaluation = replace(evaluation, conditions=index.conditions)
+            event = {
+                "op": "evaluation_recorded",
+                "job_id": evaluation.job_id,
+                "evaluation": asdict(evaluation),
+            }
             return self.journal.append_locked(event)
+
+    def accept_drift(
+        self, conditions: str, differences: list[dict[str, Any]], record: dict[str, Any]
+    ) -> None:
+        """Journal that the user accepted changed conditions (``resume --accept-drift``): the differences,
+        the new conditions hash (stamped on later evaluations) and the full record they were measured by."""
+        self.journal.append(
+            {"op": "drift_accepted", "conditions": conditions, "differences": differences, "record": record}
+        )
 
     def fail_expansion(self, job: Expand, reason: str, diff: str = "") -> None:
         """Journal a rejected expansion; a non-empty ``diff`` is kept as logs/<job_id>/rejected.diff."""
@@ -331,6 +374,18 @@ class GitArchive:
 
     def _git_ok(self, *args: str) -> bool:
         return git_ok(self.repo, *args)
+
+
+def _commit_files(repo: Path, files: Mapping[str, str], message: str) -> str:
+    """A root commit on ``main`` holding ``files`` (flat names) only; returns its id."""
+    entries = []
+    for name, text in sorted(files.items()):
+        blob = git(repo, "hash-object", "-w", "--stdin", input=text).strip()
+        entries.append(f"100644 blob {blob}\t{name}\n")
+    tree = git(repo, "mktree", input="".join(entries)).strip()
+    commit = git(repo, "commit-tree", tree, "-m", message).strip()
+    git(repo, "update-ref", "refs/heads/main", commit, "")
+    return commit
 
 
 def study_id_of(index: ArchiveIndex, root: Path) -> str:

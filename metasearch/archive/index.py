@@ -27,6 +27,8 @@ class ArchiveIndex:
 
     study: str | None = None
     study_id: str | None = None  # unique per study, written at creation (older studies have none)
+    conditions: str | None = None  # hash of the score-deciding conditions now in force (provenance.py)
+    drift: list[dict[str, Any]] = field(default_factory=list)  # drift_accepted events, oldest first
     agents: dict[str, Agent] = field(default_factory=dict)
     agent_by_job: dict[str, str] = field(default_factory=dict)  # job id -> agent id
     evaluations: dict[str, Evaluation] = field(default_factory=dict)  # by job id
@@ -103,6 +105,10 @@ class ArchiveIndex:
         elif op == "study_created":
             self.study = event.get("study")
             self.study_id = event.get("study_id")
+            self.conditions = event.get("conditions")
+        elif op == "drift_accepted":
+            self.conditions = event.get("conditions")
+            self.drift.append(dict(event))
         elif op == "study_finished":
             self.finished = event.get("reason")
             if "owner" in event:

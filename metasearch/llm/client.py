@@ -105,6 +105,20 @@ class LLMClient:
             self._model = models[0]
         return self._model
 
+    def served_models(self) -> list[dict[str, Any]]:
+        """What the endpoint lists at ``GET /v1/models``: each model's ``id`` and, where reported, ``root``
+        (vLLM: the weights it loaded) and ``owned_by``."""
+        try:
+            models = self._client.models.list().data
+        except openai.APIError as exc:
+            raise _as_error(exc, self.base_url) from exc
+        out = []
+        for m in models:
+            extra = getattr(m, "model_extra", None) or {}
+            entry = {"id": m.id, "owned_by": getattr(m, "owned_by", None), "root": extra.get("root")}
+            out.append({k: v for k, v in entry.items() if v is not None})
+        return out
+
     def chat(self, messages: list[dict[str, str]], *, job_id: str | None = None, **kw: Any) -> ChatResult:
         """One chat completion. ``kw`` goes to the endpoint (temperature, stop, ...)."""
         if not self.trace:

@@ -35,6 +35,24 @@ from metasearch.tracking.replay import JournalReplay, config_data
 log = logging.getLogger(__name__)
 
 
+def provenance_to_run(client: Any, run_id: str, study_dir: Path) -> None:
+    """The study's provenance record on its run: params ``provenance.*`` (the record never changes, so a
+    repeat is a no-op), headline tags ``metasearch.provenance.*`` and the file as an artifact."""
+    from metasearch.provenance import RECORD_NAME, headline, read_record
+
+    record = read_record(study_dir)
+    if record is None:
+        return
+    log_params(client, run_id, flatten(record, "provenance."))
+    run_tags = client.get_run(run_id).data.tags
+    for key, value in (headline(record) or {}).items():
+        if f"metasearch.provenance.{key}" not in run_tags:  # accepted drift may have moved conditions on
+            client.set_tag(run_id, f"metasearch.provenance.{key}", str(value))
+    if "metasearch.provenance.logged" not in run_tags:
+        client.log_artifact(run_id, str(Path(study_dir) / RECORD_NAME))
+        client.set_tag(run_id, "metasearch.provenance.logged", "true")
+
+
 class JournalMirror:
     def __init__(
         self,
@@ -78,6 +96,7 @@ class JournalMirror:
         log_params(
             client, study_run, {**flatten(config_data(self.study_dir)), "study_dir": str(self.study_dir)}
         )
+        provenance_to_run(client, study_run, self.study_dir)
         runs: dict[str, str] = {}
         for run in sorted(store.runs_by_kind(client, exp, "agent"), key=lambda r: r.info.start_time or 0):
             agent_id = run.data.tags.get(store.AGENT_ID, "")

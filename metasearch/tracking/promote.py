@@ -23,7 +23,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from metasearch.drift import baseline_record
 from metasearch.errors import ArchiveError, ConfigError, InfrastructureError, MetasearchError
+from metasearch.provenance import RECORD_NAME, conditions_hash, flatten, to_json
 from metasearch.tracking import store
 from metasearch.tracking.heldout import Gate, GateResult, run_gate
 from metasearch.types import Evaluation
@@ -111,6 +113,9 @@ def _promote(
             _save_model(
                 Path(tmp) / "model", agent_dir, _model_config(study_dir, agent_id, replay.study, timeout_s)
             )
+            record = baseline_record(study_dir, archive.index.drift)
+            if record is not None:  # the conditions in force, beside the model files
+                (Path(tmp) / "model" / RECORD_NAME).write_text(to_json(record))
             client.log_artifacts(run_id, str(Path(tmp) / "model"), artifact_path)
     scores = _scores(replay, agent_id)
     tags = {
@@ -121,6 +126,7 @@ def _promote(
         "metasearch.branch": agent.branch,
         **{f"metasearch.{k}": str(v) for k, v in scores.items()},
     }
+    tags.update(provenance_tags(study_dir, archive.index, agent_id))
     if gate_result is not None:
         tags["metasearch.gate"] = str(gate)
         tags["metasearch.gate_mean"] = f"{gate_result.mean:.6g}"
@@ -148,6 +154,21 @@ def _promote(
         "scores": scores,
         "gate": gate_result.as_dict() if gate_result is not None else None,
     }
+
+
+def provenance_tags(study_dir: Path, index: Any, agent_id: str) -> dict[str, str]:
+    """The study's record in force (``provenance.*``, flattened) and the conditions the agent's evaluations
+    ran under: ``metasearch.conditions`` (their hashes) and whether they all match the record."""
+    record = baseline_record(study_dir, index.drift)
+    if record is None:
+        return {}
+    tags = {f"provenance.{k}": str(v)[:5000] for k, v in flatten(record).items()}
+    current = conditions_hash(record)
+    seen = sorted({str(ev.conditions) for ev in index.evaluations.values() if ev.agent_id == agent_id})
+    tags["metasearch.conditions"] = ",".join(seen)
+    tags["metasearch.conditions_in_force"] = current
+    tags["metasearch.conditions_match"] = str(seen == [current]).lower()
+    return tags
 
 
 def _agent_run(study_dir: Path, uri: str, agent_id: str, study: str, wait_s: float = 120.0) -> str:

@@ -50,6 +50,7 @@ class JournalReplay:
         self.tasks: set[str] = set()
         self.flags: dict[str, set[str]] = {}
         self.errors: Counter[str] = Counter()
+        self.conditions: dict[str, set[str]] = {}  # agent id -> conditions hashes of its evaluations
         self.failed: Counter[str] = Counter()
         self.evaluations = 0
         self.tokens = 0
@@ -115,6 +116,14 @@ class JournalReplay:
             if batch is not None:
                 batch.tag(STUDY, "metasearch.finished", str(event.get("reason", "")))
                 batch.study_status = "FINISHED"
+        elif op == "drift_accepted" and batch is not None:
+            changed = [d for d in event.get("differences") or () if d.get("score_deciding")]
+            batch.tag(STUDY, "metasearch.provenance.conditions", str(event.get("conditions")))
+            batch.tag(
+                STUDY,
+                "metasearch.drift_accepted",
+                "; ".join(f"{d['key']}: {d['old']} -> {d['new']}" for d in changed),
+            )
         elif op == "job_started" and self.finished:
             self.finished = False
             if batch is not None:
@@ -180,6 +189,10 @@ class JournalReplay:
         new_flags = set(e.get("flags") or ()) - self.flags.setdefault(agent_id, set())
         self.flags[agent_id] |= new_flags
         self.errors[agent_id] += bool(e.get("error"))
+        seen = self.conditions.setdefault(agent_id, set())
+        new_conditions = bool(e.get("conditions")) and e.get("conditions") not in seen
+        if new_conditions:
+            seen.add(str(e["conditions"]))
         if batch is None:
             return
         s, k = self.tree.own(agent_id)
@@ -191,6 +204,8 @@ class JournalReplay:
             if isinstance(value, int | float):
                 batch.metric(agent_id, f"suite.{key}", value, ts, k)
         batch.tag(agent_id, "metasearch.state", "evaluated")
+        if new_conditions:
+            batch.tag(agent_id, "metasearch.conditions", ",".join(sorted(self.conditions[agent_id])))
         if e.get("flags"):  # the agent is never best-belief; say which evaluation flagged it and why
             batch.tag(agent_id, "metasearch.flags", ",".join(sorted(self.flags[agent_id])))
             why = e.get("error") or "the grader flagged this evaluation"
