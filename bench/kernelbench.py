@@ -24,9 +24,17 @@ from metasearch.sandboxes.protocol import Sandbox
 from metasearch.sim.bench import print_table
 from metasearch.suites.kernelbench import KernelBenchSuite
 
-WRONG_FORWARD = (
-    "\n\nclass _Off(ModelNew):\n    def forward(self, *args):\n        return super().forward(*args) + 1\n"
-)
+WRONG_FORWARD = """
+
+_forward = ModelNew.forward
+
+
+def _off_by_one(self, *args):
+    return _forward(self, *args) + 1
+
+
+ModelNew.forward = _off_by_one
+"""
 
 
 def _sandbox(kind: str) -> Sandbox:
@@ -63,7 +71,7 @@ def candidate(reference: str, wrong: bool) -> str:
     right = reference.replace("class Model(", "class ModelNew(").replace("super(Model,", "super(ModelNew,")
     if not wrong:
         return right
-    return right + WRONG_FORWARD + "\n\nModelNew = _Off\n"
+    return right + WRONG_FORWARD
 
 
 def run(argv: list[str] | None = None) -> int:

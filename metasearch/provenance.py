@@ -58,8 +58,7 @@ SAMPLING_KEYS = frozenset(
 # "." or is equal to an entry. Everything else is descriptive: a change there is a warning, never a refusal.
 SCORE_DECIDING = (
     "metasearch.version",
-    "metasearch.revision",
-    "metasearch.dirty",
+    "metasearch.tree",  # the package's own files: a commit that changes only docs or tests is no drift
     "metasearch.changes",
     "sandbox.kind",
     "sandbox.image_id",
@@ -100,11 +99,13 @@ def collect(resolved: ResolvedConfig, suite: Suite, sandbox: Sandbox) -> dict[st
 
 
 def source_revision() -> dict[str, Any]:
-    """metasearch's version; with a git checkout its commit, whether it is dirty, and a digest of the change."""
+    """metasearch's version; with a git checkout its commit, the git tree of the package (what decides
+    scores: a commit touching only docs or tests leaves it), whether it is dirty, and a digest of the change."""
     root = Path(metasearch.__file__).resolve().parents[1]
     out: dict[str, Any] = {
         "version": metasearch.__version__,
         "revision": None,
+        "tree": None,
         "dirty": None,
         "changes": None,
     }
@@ -117,6 +118,8 @@ def source_revision() -> dict[str, Any]:
         ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "metasearch"]
     )
     out["revision"] = head.strip()
+    tree = _run(["git", "-C", str(root), "rev-parse", "HEAD:metasearch"])
+    out["tree"] = tree.strip() if tree else None
     out["dirty"] = bool(status and status.strip())
     if out["dirty"]:
         diff = _run(["git", "-C", str(root), "diff", "HEAD", "--", "metasearch"]) or ""

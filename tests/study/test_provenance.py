@@ -338,3 +338,32 @@ def test_gpu_models_decide_scores_and_the_driver_is_a_warning(
     assert [d["key"] for d in compare(local, {**local, "python": {"version": "3.12.1"}}).deciding] == [
         "python.version"
     ]
+
+
+def test_a_commit_outside_the_package_is_no_drift_and_a_change_inside_is() -> None:
+    """A new commit that leaves the package's files alone (docs, tests) keeps scores comparable; a change to
+    the package (committed: its tree; uncommitted: the digest of the change) does not."""
+    from metasearch.drift import compare
+    from metasearch.provenance import source_revision
+
+    today = source_revision()
+    tree = subprocess.run(
+        ["git", "rev-parse", "HEAD:metasearch"], capture_output=True, text=True, cwd=Path(__file__).parent
+    )
+    assert today["tree"] == tree.stdout.strip()
+    base = {
+        "metasearch": {
+            "version": "0.1.0",
+            "revision": "a" * 40,
+            "tree": "t1",
+            "dirty": False,
+            "changes": None,
+        }
+    }
+    docs_only = {"metasearch": {**base["metasearch"], "revision": "b" * 40}}
+    drift = compare(base, docs_only)
+    assert drift.deciding == [] and [d["key"] for d in drift.harmless] == ["metasearch.revision"]
+    code = {"metasearch": {**base["metasearch"], "revision": "c" * 40, "tree": "t2"}}
+    assert [d["key"] for d in compare(base, code).deciding] == ["metasearch.tree"]
+    edited = {"metasearch": {**base["metasearch"], "dirty": True, "changes": "0123abcd"}}
+    assert [d["key"] for d in compare(base, edited).deciding] == ["metasearch.changes"]
