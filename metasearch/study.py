@@ -82,6 +82,7 @@ class Study:
         self.callbacks = list(callbacks)
         self.seed_evaluations = seed_evaluations
         self.max_infra_failures = max_infra_failures
+        self.workers = 1  # set by run(); schedulers see it in SearchState.workers
         self.rng = np.random.default_rng(seed)
         self.tree = SearchTree()
         self._lock = threading.RLock()
@@ -147,6 +148,7 @@ class Study:
             usage=self.usage(),
             expansions_in_flight=sum(1 for j in in_flight if isinstance(j, Expand)),
             evaluations_in_flight=sum(1 for j in in_flight if isinstance(j, Evaluate)),
+            workers=self.workers,
         )
 
     @property
@@ -273,6 +275,7 @@ class Study:
         """Run jobs on ``workers`` threads until done; returns why it stopped (also ``self.stop_reason``).
 
         Holds the study's lease meanwhile (renewed every ``heartbeat_s``), released however it ends."""
+        self.workers = workers
         try:
             return self._run(execute, workers, stop or StopSignal(), heartbeat_s)  # ends with finish()
         except BaseException:

@@ -62,7 +62,13 @@ def simulate(
     while True:
         while exp_in_flight + eval_in_flight < workers and evaluations < budget:
             state = SearchState(
-                tree, tasks, budget_obj, Usage(evaluations, expansions), exp_in_flight, eval_in_flight
+                tree,
+                tasks,
+                budget_obj,
+                Usage(evaluations, expansions),
+                exp_in_flight,
+                eval_in_flight,
+                workers,
             )
             job = scheduler.next_job(state, decide)
             decisions += 1
