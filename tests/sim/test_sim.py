@@ -19,7 +19,8 @@ def test_simulation_spends_the_budget_and_reports_truth(name: str) -> None:
     )
     assert result.evaluations == 150
     assert result.final in result.truth and 0 < result.final_quality <= result.best_quality <= 1
-    assert sum(result.tree.own(a)[1] for a in result.tree.ids) == 150
+    assert sum(result.tree.own(a)[1] for a in result.tree.ids) == 150 + 20  # the seed's 20 are free
+    assert result.tree.own("a0")[1] == 20
     assert len(result.tree) == result.expansions - result.failed + 1
 
 
