@@ -27,6 +27,8 @@ app = typer.Typer(
 )
 images_app = typer.Typer(help="Sandbox images (built locally; never pulled).", no_args_is_help=True)
 app.add_typer(images_app, name="images")
+sim_app = typer.Typer(help="The scheduler simulator: calibrate it on a real study.", no_args_is_help=True)
+app.add_typer(sim_app, name="sim")
 console = Console(stderr=True)
 out = Console()
 
@@ -295,6 +297,26 @@ def images_build(
     except MetasearchError as exc:
         raise _fail(exc) from None
     out.print(tag)
+
+
+@sim_app.command("calibrate")
+def sim_calibrate(
+    study_dir: StudyDir,
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Where to write the fit (JSON).")] = Path(
+        "calibration.json"
+    ),
+) -> None:
+    """Fit the simulator to a study's journal (any suite); use it with `bench schedulers --calibrated`."""
+    from metasearch.sim.calibrate import fit_study, summary_lines
+
+    try:
+        fit = fit_study(study_dir)
+    except MetasearchError as exc:
+        raise _fail(exc) from None
+    out_path.write_text(json.dumps(fit, indent=1) + "\n")
+    for line in summary_lines(fit):
+        out.print(line, highlight=False)
+    out.print(f"wrote {out_path}", highlight=False)
 
 
 def _fmt(value: float | None) -> str:
