@@ -36,7 +36,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "hgm-paper+pending": ("hgm-paper", {"pending_aware": True}),
     "hgm-paper+failures": ("hgm-paper", {"count_failed_expansions": True}),
     "hgm-paper+eval-vl": ("hgm-paper", {"eval_virtual_loss": True}),
-    "hgm-paper-cooldown": ("hgm-paper", {"cool_down": False}),
+    "hgm-paper-no-cooldown": ("hgm-paper", {"cool_down": False}),
     "mcts": ("mcts", {}),
     "dgm": ("dgm", {}),
     "greedy": ("greedy", {}),
