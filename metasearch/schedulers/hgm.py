@@ -13,7 +13,8 @@
 * ``cool_down``: tau = B / b (B the evaluation budget, b what is left) multiplies both Beta parameters,
   keeping posterior means and shrinking their spread, so choices grow greedier as the budget runs out.
 
-Our additions, measured in ``metasearch bench schedulers`` (``hgm-paper`` below has them all off):
+Defaults: the paper's (``hgm-paper`` below), because no addition measured better on every landscape family
+of ``metasearch bench schedulers`` (README, "Scheduler benchmark"). Our additions, off by default:
 ``pending_aware`` counts expansions already in flight under a parent as virtual failures of its clade
 (so parallel workers spread out), ``count_failed_expansions`` counts a parent's failed expansions as
 failures of its clade (a parent whose children never compile is not productive), and
@@ -43,9 +44,9 @@ NonNegative = Annotated[int, Field(ge=0)]
 
 
 class HGMConfig(SchedulerConfig):
-    cool_down: bool = False
+    cool_down: bool = True
     """tau = B / b on both Beta parameters (greedier as the budget runs out)."""
-    initial_expansions: NonNegative | Literal["auto"] = 2
+    initial_expansions: NonNegative | Literal["auto"] = "auto"
     """Expansions of the seeds before anything else; ``auto``: min(5, floor(workers ** alpha))."""
     min_parent_mean: float = Field(0.0, ge=0, lt=1)
     pending_aware: bool = False

@@ -34,7 +34,6 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "hgm-paper": ("hgm-paper", {}),
     "hgm": ("hgm", {}),
     "hgm-paper+pending": ("hgm-paper", {"pending_aware": True}),
-    "hgm-paper+failures": ("hgm-paper", {"count_failed_expansions": True}),
     "hgm-paper+eval-vl": ("hgm-paper", {"eval_virtual_loss": True}),
     "hgm-paper-no-cooldown": ("hgm-paper", {"cool_down": False}),
     "mcts": ("mcts", {}),

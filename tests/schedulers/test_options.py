@@ -17,9 +17,9 @@ from metasearch.types import Budget, Usage
 # (scheduler, option, a value different from the default)
 OPTIONS: list[tuple[str, str, Any]] = [
     ("hgm", "alpha", 0.4),
-    ("hgm", "cool_down", True),
+    ("hgm", "cool_down", False),
     ("hgm", "initial_expansions", 6),
-    ("hgm", "initial_expansions", "auto"),
+    ("hgm", "initial_expansions", 0),
     ("hgm", "min_parent_mean", 0.3),
     ("hgm", "pending_aware", True),
     ("hgm", "count_failed_expansions", True),
