@@ -131,9 +131,7 @@ def tune(
     study.set_user_attr("setup", {**setup.__dict__})
     base_options = dict(setup.options)
     with ProcessPoolExecutor(max_workers=processes) if processes > 1 else _NoPool() as pool:
-        own = {k: v for k, v in _full(setup, base_options).items() if k in _SPACE}
-        if own["initial_expansions"] == "auto":  # the space holds counts: HGM's count for these workers
-            own["initial_expansions"] = min(5, math.floor(max(1, setup.workers) ** own["alpha"]))
+        own = {k: v for k, v in _resolved(setup, base_options).items() if k in _SPACE}
         study.enqueue_trial(own)  # trial 0 is the config's own setting
         for _ in range(trials):
             trial = study.ask()
@@ -142,7 +140,7 @@ def tune(
             trial.set_user_attr("quality_ci95", list(ci95(quality)[1:]))
             study.tell(trial, [float(quality.mean()), float(wall.mean())] if cost else float(quality.mean()))
         best = max(study.best_trials, key=lambda t: t.values[0]) if cost else study.best_trial
-        best_options = base_options | best.params
+        best_options = _full(setup, base_options) if best.params == own else base_options | best.params
         fresh = range(FRESH_SEED_OFFSET, FRESH_SEED_OFFSET + check_seeds)
         q_best, w_best = evaluate(setup, best_options, fresh, pool)
         q_base, w_base = evaluate(setup, base_options, fresh, pool)
@@ -150,7 +148,7 @@ def tune(
         "setup": setup,
         "trials": len(study.trials),
         "best_options": best_options,
-        "config_options": _full(setup, base_options),
+        "config_options": _resolved(setup, base_options),
         "best_quality": ci95(q_best),
         "config_quality": ci95(q_base),
         "difference": ci95(q_best - q_base),
@@ -168,6 +166,14 @@ _SPACE = set(HGMConfig.model_fields) - {"epsilon", "min_trials"}
 def _full(setup: TuneSetup, options: dict[str, Any]) -> dict[str, Any]:
     cls = SCHEDULERS.resolve(setup.scheduler)
     return cls.Config(**options).model_dump()
+
+
+def _resolved(setup: TuneSetup, options: dict[str, Any]) -> dict[str, Any]:
+    """All options, ``initial_expansions: auto`` as the count it means for these workers (the space's)."""
+    full = _full(setup, options)
+    if full["initial_expansions"] == "auto":
+        full["initial_expansions"] = min(5, math.floor(max(1, setup.workers) ** full["alpha"]))
+    return full
 
 
 class _NoPool:
@@ -199,11 +205,8 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         return f"{m:.3f} (95% CI {lo:.3f} to {hi:.3f})" if not math.isnan(lo) else f"{m:.3f}"
 
     d, lo, hi = report["difference"]
-    changed = {
-        k: v
-        for k, v in report["best_options"].items()
-        if k in _SPACE and report["config_options"].get(k) != v
-    }
+    best = _resolved(report["setup"], report["best_options"])
+    changed = {k: v for k, v in best.items() if k in _SPACE and report["config_options"].get(k) != v}
     verdict = "better" if lo > 0 else ("worse" if hi < 0 else "not distinguishable")
     return [
         f"best setting: {changed or 'the config already has it'}",
