@@ -345,10 +345,15 @@ def tune(
         f"{setup.scheduler} on {setup.family}: budget {setup.budget}, {setup.workers} workers, "
         f"{setup.n_tasks} tasks; {report['trials']} trials x {seeds} seeds",
         highlight=False,
+        soft_wrap=True,
     )
     for line in report_lines(report):
-        out.print(line, highlight=False)
-    out.print(f"wrote {out_path}; storage {url} (optuna-dashboard {url}); {time.monotonic() - started:.0f}s")
+        out.print(line, highlight=False, soft_wrap=True)
+    out.print(
+        f"wrote {out_path}; storage {url} (optuna-dashboard {url}); {time.monotonic() - started:.0f}s",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @sim_app.command("calibrate")
@@ -367,8 +372,8 @@ def sim_calibrate(
         raise _fail(exc) from None
     out_path.write_text(json.dumps(fit, indent=1) + "\n")
     for line in summary_lines(fit):
-        out.print(line, highlight=False)
-    out.print(f"wrote {out_path}", highlight=False)
+        out.print(line, highlight=False, soft_wrap=True)
+    out.print(f"wrote {out_path}", highlight=False, soft_wrap=True)
 
 
 def _fmt(value: float | None) -> str:
