@@ -242,3 +242,16 @@ def test_sampler_options_need_global_mode() -> None:
     with pytest.raises(ValidationError, match="only used with mode: global"):
         KnobsProposer.Config(mode="mutate", sampler="random")
     assert KnobsProposer.Config(mode="global", sampler="random").sampler == "random"
+
+
+@pytest.mark.parametrize(("min_evaluations", "state"), [(2, "COMPLETE"), (3, "RUNNING")])
+def test_min_evaluations_decides_when_optuna_hears_the_score(
+    tmp_path: Path, min_evaluations: int, state: str
+) -> None:
+    proposer = KnobsProposer(KnobsProposer.Config(min_evaluations=min_evaluations), study_dir=tmp_path)
+    p1 = proposer.propose(PARENT, _workspace(tmp_path, "w1"), _context(tmp_path, "job-1"))
+    child = Agent("a00001", PARENT.id, "1" * 40, "agents/a00001", 0.0, meta={"job_id": "job-1", **p1.meta})
+    evals = [Evaluation(job_id=f"e{i}", agent_id=child.id, task_id=f"t{i}", score=0.5) for i in range(2)]
+    ctx = _context(tmp_path, "job-2", agents={child.id: child}, evaluations=evals)
+    proposer.propose(PARENT, _workspace(tmp_path, "w2"), ctx)
+    assert proposer._optuna().trials[0].state == getattr(optuna.trial.TrialState, state)
