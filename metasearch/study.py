@@ -107,6 +107,7 @@ class Study:
         self.tree = replay_results(
             [(a.id, a.parent_id) for a in index.agents.values()],
             [(ev.agent_id, ev.task_id, ev.score, ev.flags) for ev in index.evaluations.values()],
+            [ev.duration_s for ev in index.evaluations.values()],
         )
         self._finished_expansions += sum(a.parent_id is not None for a in index.agents.values())
         self._counted_evaluations += sum(not self._is_free(ev.agent_id) for ev in index.evaluations.values())
@@ -234,7 +235,7 @@ class Study:
         if isinstance(job, Evaluate) and isinstance(outcome, Evaluated):
             ev = replace(outcome.evaluation, job_id=job.job_id, agent_id=job.agent_id, task_id=job.task_id)
             self.archive.record(ev)
-            self.tree.add_result(ev.agent_id, ev.task_id, ev.score, ev.flags)
+            self.tree.add_result(ev.agent_id, ev.task_id, ev.score, ev.flags, ev.duration_s)
             self._counted_evaluations += not self._is_free(ev.agent_id)
             return EvaluationRecorded(ev)
         if isinstance(job, Expand) and isinstance(outcome, Expanded):

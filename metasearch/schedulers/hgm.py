@@ -19,7 +19,9 @@ of ``metasearch bench schedulers`` (README, "Scheduler benchmark"). Our addition
 (so parallel workers spread out), ``count_failed_expansions`` counts a parent's failed expansions as
 failures of its clade (a parent whose children never compile is not productive), and
 ``eval_virtual_loss`` counts an agent's evaluations in flight as virtual failures when choosing what to
-evaluate (so eight workers do not all pile onto one lucky newcomer before its first result is back).
+evaluate (so eight workers do not all pile onto one lucky newcomer before its first result is back), and
+``cost_exponent`` prefers the cheaper of equally promising evaluations (an agent whose evaluations take
+twice the mean time needs a draw 2 ** cost_exponent times higher).
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class HGMConfig(SchedulerConfig):
     pending_aware: bool = False
     count_failed_expansions: bool = False
     eval_virtual_loss: bool = False
+    cost_exponent: float = Field(0.0, ge=0)
+    """> 0: divide an evaluation candidate's Thompson draw by (its mean evaluation time / the mean) ** this."""
 
 
 class HGMScheduler(BaseScheduler):
@@ -107,7 +111,23 @@ class HGMScheduler(BaseScheduler):
         f = tree.view("own_n")[candidates] - s
         if self.config.eval_virtual_loss:
             f = f + tree.view("pending_evals")[candidates]
-        return int(candidates[thompson_argmax(s, f, rng, self.tau(state))])
+        if self.config.cost_exponent <= 0:
+            return int(candidates[thompson_argmax(s, f, rng, self.tau(state))])
+        tau = self.tau(state)
+        draws = rng.beta(tau * (1.0 + s), tau * (1.0 + f))
+        return int(candidates[int(np.argmax(draws / self.relative_cost(state, candidates)))])
+
+    def relative_cost(self, state: SearchState, candidates: np.ndarray) -> np.ndarray:
+        """(mean evaluation seconds of each candidate / mean over all results) ** cost_exponent; 1 if unknown."""
+        tree = state.tree
+        n, t = tree.view("own_n"), tree.view("own_time")
+        total_n = float(n.sum())
+        if total_n == 0 or float(t.sum()) <= 0:
+            return np.ones(len(candidates))
+        mean = float(t.sum()) / total_n
+        nc = n[candidates]
+        per = np.divide(t[candidates], nc, out=np.full(len(candidates), mean), where=nc > 0)
+        return np.asarray((np.maximum(per, 1e-9) / mean) ** self.config.cost_exponent)
 
 
 class HGMPaperConfig(HGMConfig):
@@ -120,6 +140,7 @@ class HGMPaperConfig(HGMConfig):
     pending_aware: bool = False
     count_failed_expansions: bool = False
     eval_virtual_loss: bool = False
+    cost_exponent: float = Field(0.0, ge=0)
 
 
 class HGMPaperScheduler(HGMScheduler):

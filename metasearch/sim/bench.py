@@ -4,7 +4,7 @@ One table per landscape family (``--families default,disagreement``; ``--calibra
 ``metasearch sim calibrate`` adds ``calibrated``; ``--landscape module:factory`` replaces them with one of
 your own). Per scheduler: true quality of the final selected agent (mean and 95% CI over seeds), best true
 quality in its tree, regret against the best agent any scheduler found on the same seed, evaluations and
-expansions used, simulated wall time, the weighted correlation of the clade estimate (and of the own
+expansions used, simulated wall time and busy (sandbox) time, the weighted correlation of the clade estimate (and of the own
 score) with the best descendant's empirical score, and the paired difference to ``hgm-paper`` (the
 published policy) with its 95% CI. The simulator's realism (``realism.py``) is on unless ``--kind``.
 ``--scale`` instead measures decision latency at 10,000 and 100,000 agents (``scale.py``).
@@ -36,6 +36,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "hgm-paper+pending": ("hgm-paper", {"pending_aware": True}),
     "hgm-paper+eval-vl": ("hgm-paper", {"eval_virtual_loss": True}),
     "hgm-paper-no-cooldown": ("hgm-paper", {"cool_down": False}),
+    "hgm-paper+cost": ("hgm-paper", {"cost_exponent": 1.0}),
     "mcts": ("mcts", {}),
     "dgm": ("dgm", {}),
     "greedy": ("greedy", {}),
@@ -91,6 +92,7 @@ def run_case(case: Case) -> dict[str, Any]:
         "evaluations": result.evaluations,
         "expansions": result.expansions,
         "wall_time": result.extra["wall_time"],
+        "busy_time": result.extra["busy_time"],
         "clade_corr": clade_corr,
         "own_corr": own_corr,
     }
@@ -149,6 +151,7 @@ def compare(
             "evaluations": float(np.mean([r["evaluations"] for r in by[v]])),
             "expansions": float(np.mean([r["expansions"] for r in by[v]])),
             "wall_time": float(np.mean([r["wall_time"] for r in by[v]])),
+            "busy_time": float(np.mean([r["busy_time"] for r in by[v]])),
             "cmp_correlation": float(np.nanmean(clade)) if np.isfinite(clade).any() else None,
             "own_correlation": float(np.nanmean(own)) if np.isfinite(own).any() else None,
         }
@@ -187,6 +190,7 @@ COLUMNS = [
     "regret_mean",
     "expansions",
     "wall_time",
+    "busy_time",
     "cmp_correlation",
     "own_correlation",
 ]

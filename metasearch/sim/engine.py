@@ -163,10 +163,10 @@ def simulate(
             if lost:
                 duration *= realism.infra_time
             busy += duration
-            heapq.heappush(events, (now + duration, seq, job, outcome, lost))
+            heapq.heappush(events, (now + duration, seq, job, (outcome, duration), lost))
         if not events:
             break
-        now, _, job, outcome, lost = heapq.heappop(events)
+        now, _, job, (outcome, duration), lost = heapq.heappop(events)
         if isinstance(job, Evaluate):
             eval_in_flight -= 1
             if lost:  # abandoned and re-queued: no result, no budget
@@ -176,7 +176,7 @@ def simulate(
                 if _is_free(job, realism):
                     free.append(job.task_id)
             else:
-                tree.add_result(job.agent_id, job.task_id, outcome)
+                tree.add_result(job.agent_id, job.task_id, outcome, duration=duration)
         else:
             exp_in_flight -= 1
             if lost:

@@ -24,6 +24,7 @@ OPTIONS: list[tuple[str, str, Any]] = [
     ("hgm", "pending_aware", True),
     ("hgm", "count_failed_expansions", True),
     ("hgm", "eval_virtual_loss", True),
+    ("hgm", "cost_exponent", 2.0),
     ("hgm-paper", "cool_down", False),
     ("hgm-paper", "initial_expansions", 0),
     ("mcts", "selection", "thompson"),

@@ -187,3 +187,36 @@ def test_dgm_archive_admits_only_children_that_pass_stage_one() -> None:
         "ok",
         "new",
     ]
+
+
+def test_cost_exponent_prefers_the_cheaper_of_equally_promising_agents() -> None:
+    tree = SearchTree()
+    for a in ("s", "cheap", "slow"):
+        tree.add_agent(a, None if a == "s" else "s")
+    for t in TASKS[:4]:  # same record, 1 s against 4 s per evaluation
+        tree.add_result("cheap", t, float(t in ("t0", "t1")), duration=1.0)
+        tree.add_result("slow", t, float(t in ("t0", "t1")), duration=4.0)
+    tree.add_result("s", "t0", 1.0, duration=2.5)
+    candidates = np.array([tree.index["cheap"], tree.index["slow"]])
+    rng = np.random.default_rng(0)
+
+    def picks(scheduler: object) -> int:
+        return sum(
+            tree.ids[scheduler.choose_agent(state(tree), candidates, rng)] == "cheap"  # type: ignore[attr-defined]
+            for _ in range(400)
+        )
+
+    assert 150 < picks(make("hgm")) < 250  # a coin flip without costs
+    assert picks(make("hgm", cost_exponent=2.0)) > 300
+
+
+def test_replayed_tree_keeps_evaluation_times() -> None:
+    agents = [("s", None), ("c", "s")]
+    results = [("s", "t0", 1.0), ("c", "t0", 0.0), ("c", "t1", 1.0)]
+    tree = SearchTree.replayed(agents, results, durations=[2.0, 3.0, 5.0])
+    incremental = SearchTree()
+    for a, p in agents:
+        incremental.add_agent(a, p)
+    for (a, t, s), d in zip(results, (2.0, 3.0, 5.0), strict=True):
+        incremental.add_result(a, t, s, duration=d)
+    assert list(tree.view("own_time")) == list(incremental.view("own_time")) == [2.0, 8.0]
