@@ -1,13 +1,13 @@
 """``metasearch tune <config.yaml>``: choose the scheduler's hyperparameters in simulation before a real run.
 
-An Optuna study (TPE; with ``--cost`` multi-objective NSGA-free TPE over final-agent quality and simulated
-wall time) over the options of the config's scheduler (alpha, cool-down, initial expansions, min parent
-mean, pending-awareness, failure counting, evaluation virtual loss, final-selection rule). Each trial is a
-batch of paired simulator runs (the same seeds for every trial, so trials differ only by their setting) at
-the config's budget, worker count and task count, on the default landscape family or on a calibrated one
-(``--calibrated fit.json`` from ``metasearch sim calibrate``). The best setting is then checked against the
-config's own on fresh seeds (paired 95% CI), and written as a config snippet. The Optuna storage is an
-SQLite file that ``optuna-dashboard sqlite:///<file>`` opens.
+An Optuna study (multivariate TPE; with ``--cost`` two objectives, final-agent quality and simulated wall
+time) over the options of the config's scheduler (alpha, cool-down, initial expansions, min parent mean,
+pending-awareness, failure counting, evaluation virtual loss, final-selection rule, cost exponent). Each
+trial is a batch of paired simulator runs (the same seeds for every trial, so trials differ only by their
+setting) at the config's budget, worker count and task count, on the default landscape family or on a
+calibrated one (``--calibrated fit.json`` from ``metasearch sim calibrate``). The best setting is then
+checked against the config's own on fresh seeds (paired 95% CI) and written as a config snippet. The Optuna
+storage is an SQLite file that ``optuna-dashboard sqlite:///<file>`` opens.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ def suggest(trial: Any) -> dict[str, Any]:
         "count_failed_expansions": trial.suggest_categorical("count_failed_expansions", [True, False]),
         "eval_virtual_loss": trial.suggest_categorical("eval_virtual_loss", [True, False]),
         "final": trial.suggest_categorical("final", ["lower_percentile", "mean"]),
+        "cost_exponent": trial.suggest_float("cost_exponent", 0.0, 2.0),
     }
 
 
