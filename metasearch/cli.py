@@ -302,8 +302,8 @@ def images_build(
 @app.command()
 def tune(
     config: Annotated[Path, typer.Argument(help="A YAML config whose scheduler to tune.")],
-    trials: Annotated[int, typer.Option(help="Optuna trials.")] = 40,
-    seeds: Annotated[int, typer.Option(help="Paired simulator runs per trial.")] = 32,
+    trials: Annotated[int, typer.Option(help="Optuna trials.")] = 60,
+    seeds: Annotated[int, typer.Option(help="Paired simulator runs per trial.")] = 64,
     check_seeds: Annotated[int, typer.Option(help="Fresh seeds for the final best-vs-config check.")] = 200,
     calibrated: Annotated[Path | None, typer.Option(help="A fit from `metasearch sim calibrate`.")] = None,
     cost: Annotated[bool, typer.Option(help="Also minimise simulated wall time (multi-objective).")] = False,
