@@ -1,4 +1,4 @@
-"""The ``metasearch`` command line: run, resume, status, tree, best, export, promote, ui, bench, images.
+"""The ``metasearch`` command line: run, resume, status, tree, best, export, promote, ui, bench, tune, sim, images.
 
 ``--json`` outputs are a stable interface for other tools; their fields are documented in README.md.
 """
@@ -27,6 +27,8 @@ app = typer.Typer(
 )
 images_app = typer.Typer(help="Sandbox images (built locally; never pulled).", no_args_is_help=True)
 app.add_typer(images_app, name="images")
+sim_app = typer.Typer(help="The scheduler simulator: calibrate it on a real study.", no_args_is_help=True)
+app.add_typer(sim_app, name="sim")
 console = Console(stderr=True)
 out = Console()
 
@@ -334,6 +336,83 @@ def images_build(
     except MetasearchError as exc:
         raise _fail(exc) from None
     out.print(tag)
+
+
+@app.command()
+def tune(
+    config: Annotated[Path, typer.Argument(help="A YAML config whose scheduler to tune.")],
+    trials: Annotated[int, typer.Option(help="Optuna trials.")] = 60,
+    seeds: Annotated[int, typer.Option(help="Paired simulator runs per trial.")] = 64,
+    check_seeds: Annotated[int, typer.Option(help="Fresh seeds for the final best-vs-config check.")] = 200,
+    calibrated: Annotated[Path | None, typer.Option(help="A fit from `metasearch sim calibrate`.")] = None,
+    cost: Annotated[bool, typer.Option(help="Also minimise simulated wall time (multi-objective).")] = False,
+    tasks: Annotated[int | None, typer.Option(help="Task count (default: the config's suite).")] = None,
+    storage: Annotated[
+        str | None, typer.Option(help="Optuna storage URL (default: sqlite next to --out).")
+    ] = None,
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Where to write the config snippet.")] = Path(
+        "tuned-scheduler.yaml"
+    ),
+    processes: Annotated[int, typer.Option(help="Simulator processes (default: all cores).")] = 0,
+) -> None:
+    """Tune the scheduler's options in simulation (Optuna TPE) and check the best against the config's own."""
+    import os
+
+    from metasearch.tune import report_lines, setup_from_config, snippet
+    from metasearch.tune import tune as run_tune
+
+    try:
+        setup = setup_from_config(config, n_tasks=tasks, calibrated=calibrated)
+    except MetasearchError as exc:
+        raise _fail(exc) from None
+    if calibrated is not None and not calibrated.is_file():
+        raise _fail(MetasearchError(f"--calibrated: no such file {calibrated}"))
+    url = storage or f"sqlite:///{out_path.with_suffix('.db').resolve()}"
+    started = time.monotonic()
+    report = run_tune(
+        setup,
+        trials=trials,
+        seeds=seeds,
+        check_seeds=check_seeds,
+        storage=url,
+        study_name=f"tune-{config.stem}",
+        cost=cost,
+        processes=processes or os.cpu_count() or 1,
+    )
+    out_path.write_text(snippet(report))
+    out.print(
+        f"{setup.scheduler} on {setup.family}: budget {setup.budget}, {setup.workers} workers, "
+        f"{setup.n_tasks} tasks; {report['trials']} trials x {seeds} seeds",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for line in report_lines(report):
+        out.print(line, highlight=False, soft_wrap=True)
+    out.print(
+        f"wrote {out_path}; storage {url} (optuna-dashboard {url}); {time.monotonic() - started:.0f}s",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@sim_app.command("calibrate")
+def sim_calibrate(
+    study_dir: StudyDir,
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Where to write the fit (JSON).")] = Path(
+        "calibration.json"
+    ),
+) -> None:
+    """Fit the simulator to a study's journal (any suite); use it with `bench schedulers --calibrated`."""
+    from metasearch.sim.calibrate import fit_study, summary_lines
+
+    try:
+        fit = fit_study(study_dir)
+    except MetasearchError as exc:
+        raise _fail(exc) from None
+    out_path.write_text(json.dumps(fit, indent=1) + "\n")
+    for line in summary_lines(fit):
+        out.print(line, highlight=False, soft_wrap=True)
+    out.print(f"wrote {out_path}", highlight=False, soft_wrap=True)
 
 
 def _fmt(value: float | None) -> str:

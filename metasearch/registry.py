@@ -47,6 +47,7 @@ SCHEDULERS = Registry(
     "scheduler",
     {
         "hgm": "metasearch.schedulers.hgm:HGMScheduler",
+        "hgm-paper": "metasearch.schedulers.hgm:HGMPaperScheduler",
         "mcts": "metasearch.schedulers.mcts:MCTSScheduler",
         "dgm": "metasearch.schedulers.dgm:DGMScheduler",
         "greedy": "metasearch.schedulers.greedy:GreedyScheduler",

@@ -82,6 +82,7 @@ class Study:
         self.callbacks = list(callbacks)
         self.seed_evaluations = seed_evaluations
         self.max_infra_failures = max_infra_failures
+        self.workers = 1  # set by run(); schedulers see it in SearchState.workers
         self.rng = np.random.default_rng(seed)
         self.tree = SearchTree()
         self._lock = threading.RLock()
@@ -106,6 +107,7 @@ class Study:
         self.tree = replay_results(
             [(a.id, a.parent_id) for a in index.agents.values()],
             [(ev.agent_id, ev.task_id, ev.score, ev.flags) for ev in index.evaluations.values()],
+            [ev.duration_s for ev in index.evaluations.values()],
         )
         self._finished_expansions += sum(a.parent_id is not None for a in index.agents.values())
         self._counted_evaluations += sum(not self._is_free(ev.agent_id) for ev in index.evaluations.values())
@@ -147,6 +149,7 @@ class Study:
             usage=self.usage(),
             expansions_in_flight=sum(1 for j in in_flight if isinstance(j, Expand)),
             evaluations_in_flight=sum(1 for j in in_flight if isinstance(j, Evaluate)),
+            workers=self.workers,
         )
 
     @property
@@ -232,7 +235,7 @@ class Study:
         if isinstance(job, Evaluate) and isinstance(outcome, Evaluated):
             ev = replace(outcome.evaluation, job_id=job.job_id, agent_id=job.agent_id, task_id=job.task_id)
             self.archive.record(ev)
-            self.tree.add_result(ev.agent_id, ev.task_id, ev.score, ev.flags)
+            self.tree.add_result(ev.agent_id, ev.task_id, ev.score, ev.flags, ev.duration_s)
             self._counted_evaluations += not self._is_free(ev.agent_id)
             return EvaluationRecorded(ev)
         if isinstance(job, Expand) and isinstance(outcome, Expanded):
@@ -273,6 +276,7 @@ class Study:
         """Run jobs on ``workers`` threads until done; returns why it stopped (also ``self.stop_reason``).
 
         Holds the study's lease meanwhile (renewed every ``heartbeat_s``), released however it ends."""
+        self.workers = workers
         try:
             return self._run(execute, workers, stop or StopSignal(), heartbeat_s)  # ends with finish()
         except BaseException:

@@ -6,8 +6,8 @@ decision made by a scheduler, an ``Evaluation`` is the outcome of one (agent, ta
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +15,7 @@ from typing import Any
 
 def new_job_id() -> str:
     """A fresh, globally unique job id (sortable by creation time to the millisecond)."""
-    return f"{int(time.time() * 1000):013x}-{uuid.uuid4().hex[:10]}"
+    return f"{int(time.time() * 1000):013x}-{os.urandom(5).hex()}"  # os.urandom: uuid4 is 10x slower
 
 
 @dataclass(frozen=True)

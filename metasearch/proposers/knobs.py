@@ -11,7 +11,9 @@ improved, 1 + not improved), children still being evaluated count as tried). The
 full set is enqueued into the Optuna study, so every child is an Optuna trial with its outcome. Children
 stay close to their parents, so lineages mean something to the tree search. (Letting TPE fill in the
 mutated knobs does not work here: every trial so far carries the parent's values, so TPE keeps proposing
-them again.) ``global`` mode samples every knob afresh. When a child has at least ``min_evaluations`` evaluations its mean score is told
+them again.) So in ``mutate`` mode Optuna *records* the children (trials, scores, the dashboard) but does
+not choose their values: ``sampler`` and ``n_startup_trials`` act only in ``global`` mode, which samples
+every knob afresh from the sampler, and setting them with ``mode: mutate`` is a configuration error. When a child has at least ``min_evaluations`` evaluations its mean score is told
 to Optuna. The Optuna study lives in the study directory as a journal file, so it survives restarts and
 opens in ``optuna-dashboard <study_dir>/optuna.journal``.
 """
@@ -31,7 +33,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from metasearch.errors import ConfigError
 from metasearch.manifest import CategoricalKnob, FloatKnob, IntKnob, Knob, load_manifest
@@ -62,6 +64,16 @@ class KnobsProposer:
         n_startup_trials: int = Field(6, ge=0)
         min_evaluations: int = Field(2, ge=1)
         seed: int | None = 0
+
+        @model_validator(mode="after")
+        def _sampler_needs_global(self) -> KnobsProposer.Config:
+            idle = sorted({"sampler", "n_startup_trials"} & self.model_fields_set)
+            if self.mode == "mutate" and idle:
+                raise ValueError(
+                    f"{', '.join(idle)}: only used with mode: global (in mutate mode the mutation chooses the "
+                    "values and Optuna only records the trials); remove it or set mode: global"
+                )
+            return self
 
     def __init__(self, config: Config, *, study_dir: Path, **_: Any) -> None:
         self.config = config

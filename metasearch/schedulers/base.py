@@ -28,6 +28,7 @@ class SearchState:
     usage: Usage  # evaluations / expansions started so far (finished + in flight)
     expansions_in_flight: int
     evaluations_in_flight: int
+    workers: int = 1  # concurrent jobs the study runs (HGM sizes its initial expansions by it)
 
 
 class Scheduler(Protocol):

@@ -52,6 +52,7 @@ class SearchTree:
         self.n_seen: np.ndarray
         self.clade_size: np.ndarray
         self.flagged: np.ndarray
+        self.own_time: np.ndarray
         self.parent = grown(None if first else self.parent, np.int64, -1)
         self.depth = grown(None if first else self.depth, np.int64)
         self.own_s = grown(None if first else self.own_s, np.float64)
@@ -65,6 +66,7 @@ class SearchTree:
         self.n_seen = grown(None if first else self.n_seen, np.int64)
         self.clade_size = grown(None if first else self.clade_size, np.int64)
         self.flagged = grown(None if first else self.flagged, np.int64)
+        self.own_time = grown(None if first else self.own_time, np.float64)
         self._cap = capacity
 
     def __len__(self) -> int:
@@ -79,13 +81,14 @@ class SearchTree:
         agents: Sequence[tuple[str, str | None]],
         results: Sequence[tuple[str, str, float]],
         flagged: Sequence[str] = (),
+        durations: Sequence[float] = (),
     ) -> SearchTree:
         """A tree rebuilt from history in O(agents + results), not O(results x depth).
 
         ``agents`` come parents first (journal order). Equal to ``add_agent`` then ``add_result`` for
         each, which is what a resumed study or ``metasearch status`` on a large study would otherwise pay.
         ``flagged`` names the agents with a flagged evaluation, whose scores the caller passes as 0
-        (``counted``).
+        (``counted``). ``durations``, when given, are the results' seconds, in the same order.
         """
         tree = cls(capacity=max(64, len(agents)))
         n = len(agents)
@@ -103,13 +106,16 @@ class SearchTree:
                 tree.children[p].append(k)
         own_s = np.zeros(n)
         own_n = np.zeros(n)
-        for agent_id, task_id, score in results:
+        own_time = np.zeros(n)
+        for k, (agent_id, task_id, score) in enumerate(results):
             if not 0.0 <= score <= 1.0:
                 raise ValueError(f"score must lie in [0, 1], got {score}")
             i = tree.index[agent_id]
             tree.seen[i].add(task_id)
             own_s[i] += score
             own_n[i] += 1
+            if durations:
+                own_time[i] += durations[k]
         depth = np.zeros(n, dtype=np.int64)
         for k in range(n):  # parents come first: their depth is known
             if parent[k] >= 0:
@@ -124,6 +130,7 @@ class SearchTree:
         tree.parent[:n], tree.depth[:n] = parent, depth
         tree.own_s[:n], tree.own_n[:n], tree.clade_s[:n], tree.clade_n[:n] = own_s, own_n, clade_s, clade_n
         tree.clade_size[:n] = size
+        tree.own_time[:n] = own_time
         tree.n_children[:n] = [len(c) for c in tree.children]
         tree.n_seen[:n] = [len(t) for t in tree.seen]
         for agent_id in flagged:
@@ -170,9 +177,12 @@ class SearchTree:
             self.n_seen[i] -= 1
             self.pending_evals[i] -= 1
 
-    def add_result(self, agent_id: str, task_id: str, score: float, flags: Sequence[str] = ()) -> None:
+    def add_result(
+        self, agent_id: str, task_id: str, score: float, flags: Sequence[str] = (), duration: float = 0.0
+    ) -> None:
         """A finished evaluation (of a reserved pair, or replayed from the journal). With ``flags`` it
-        counts as a failure and marks the agent flagged (see the module docstring)."""
+        counts as a failure and marks the agent flagged (see the module docstring). ``duration`` (seconds)
+        adds to the agent's ``own_time``, what cost-aware scheduling reads."""
         if not 0.0 <= score <= 1.0:
             raise ValueError(f"score must lie in [0, 1], got {score}")
         i = self.index[agent_id]
@@ -186,6 +196,7 @@ class SearchTree:
             self.n_seen[i] += 1
         self.own_s[i] += score
         self.own_n[i] += 1
+        self.own_time[i] += duration
         j = i
         while j >= 0:
             self.clade_s[j] += score
@@ -244,11 +255,14 @@ def counted(score: float, flags: Sequence[str]) -> float:
 
 
 def replay_results(
-    agents: Sequence[tuple[str, str | None]], evaluations: Sequence[tuple[str, str, float, Sequence[str]]]
+    agents: Sequence[tuple[str, str | None]],
+    evaluations: Sequence[tuple[str, str, float, Sequence[str]]],
+    durations: Sequence[float] = (),
 ) -> SearchTree:
     """``SearchTree.replayed`` from (agent, task, score, flags) records, flagged ones counted as failures."""
     return SearchTree.replayed(
         agents,
         [(a, t, counted(s, f)) for a, t, s, f in evaluations],
         sorted({a for a, _t, _s, f in evaluations if f}),
+        durations,
     )

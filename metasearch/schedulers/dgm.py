@@ -1,14 +1,29 @@
-"""``dgm``: the Darwin Gödel Machine's archive policy, made asynchronous.
+"""``dgm``: the Darwin Gödel Machine's archive policy (arXiv 2505.22954), made asynchronous.
 
-* Parent: probability proportional to ``sigmoid(k (mean - 0.5)) / (1 + children)`` over agents with at
-  least one finished evaluation (own mean as the score, k = 10 as in DGM).
-* Staged evaluation: a new agent first gets the first ``stage1`` tasks (in the study's task order); if
-  its mean there reaches ``promote_at`` (40 %), it gets ``stage2`` more. Agents never go past their stage.
-* Balance: finish staged evaluations first (oldest agent first); expand when none is left to dispatch, or
-  when the HGM rule (``N ** alpha``) asks for it and the pending staged work is only in flight.
+What DGM does (paper Sec. 3 and Appendix A; ``jennyzzt/dgm`` ``DGM_outer.py``, see research/peers.md §1.2):
+
+* Archive: a child enters the archive only if it "compiles" and passes the first evaluation stage
+  (``is_compiled_self_improve``: it was evaluated on the whole first stage and produced at least one
+  non-empty patch). Here: it finished its ``stage1`` evaluations and scored above 0 on at least one of them
+  (``archive: compiled``; ``archive: all`` keeps every child). Seeds are always in the archive.
+* Parent: sampled (with replacement) with probability proportional to
+  ``sigmoid(sharpness (score - 0.5)) / (1 + archived children)``, score = the own mean over every task the
+  agent was evaluated on, sharpness lambda = 10 (``score_child_prop``, the default selection).
+* Staged evaluation: a new agent first gets the first ``stage1`` tasks (10) in the study's task order; if
+  its mean there reaches ``promote_at`` (40 %), it gets ``stage2`` (50) more. Agents never go past their stage.
+* Final agent: the highest empirical mean among the agents with the most complete evaluation (``final:
+  mean``, ``min_trials: 60``), as DGM reports its best archive member.
+
+Remaining differences: DGM is generational (choose ``selfimprove_size`` parents, wait for the whole
+generation); here a freed worker takes the next job at once: it finishes staged evaluations first (oldest
+agent first) and expands when none is left to dispatch. The "non-empty patch" check becomes "a score above
+0", since the search tree does not see empty patches. DGM's third stage (200 tasks for agents at the
+second-best archive score) is not reproduced. The study's budget counts evaluations, not generations.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import numpy as np
 from pydantic import Field
@@ -22,6 +37,9 @@ class DGMConfig(SchedulerConfig):
     stage2: int = Field(50, ge=0)
     promote_at: float = Field(0.4, ge=0, le=1)
     sharpness: float = Field(10.0, gt=0)
+    archive: Literal["compiled", "all"] = "compiled"
+    final: Literal["lower_percentile", "mean"] = "mean"
+    min_trials: int = Field(60, ge=1)
 
 
 class DGMScheduler(BaseScheduler):
@@ -37,6 +55,16 @@ class DGMScheduler(BaseScheduler):
             return min(len(state.tasks), n1 + self.config.stage2)
         return n1
 
+    def archived(self, state: SearchState) -> np.ndarray:
+        """Boolean mask of the agents in DGM's archive (seeds; children that passed stage 1)."""
+        tree = state.tree
+        seeds = tree.view("parent") < 0
+        if self.config.archive == "all":
+            return tree.view("own_n") > 0
+        n1 = min(self.config.stage1, len(state.tasks))
+        passed = (tree.view("own_n") >= n1) & (tree.view("own_s") > 0)
+        return (seeds & (tree.view("own_n") > 0)) | passed
+
     def next_job(self, state: SearchState, rng: np.random.Generator) -> Job | None:
         tree = state.tree
         for i in range(len(tree)):  # oldest first
@@ -46,14 +74,12 @@ class DGMScheduler(BaseScheduler):
                 return Evaluate(agent_id=agent_id, task_id=task)
         if not self.can_expand(state):
             return None
-        n = tree.view("own_n")
-        scored = np.flatnonzero(n > 0)
-        if len(scored) == 0:
+        archived = self.archived(state)
+        members = np.flatnonzero(archived)
+        if len(members) == 0:
             return None
-        mean = tree.view("own_s")[scored] / n[scored]
-        weight = (
-            1.0
-            / (1.0 + np.exp(-self.config.sharpness * (mean - 0.5)))
-            / (1.0 + tree.view("n_children")[scored])
-        )
-        return Expand(parent_id=tree.ids[int(rng.choice(scored, p=weight / weight.sum()))])
+        parent = tree.view("parent")
+        children = np.bincount(parent[archived & (parent >= 0)], minlength=len(tree))
+        mean = tree.view("own_s")[members] / tree.view("own_n")[members]
+        weight = 1.0 / (1.0 + np.exp(-self.config.sharpness * (mean - 0.5))) / (1.0 + children[members])
+        return Expand(parent_id=tree.ids[int(rng.choice(members, p=weight / weight.sum()))])

@@ -1,9 +1,12 @@
 """An event-driven simulation of W asynchronous workers running any scheduler unchanged.
 
 The scheduler sees exactly what it sees in a real study: a SearchTree with reservations, pending
-expansions and results, and a SearchState with the budget and usage. Evaluations are Bernoulli draws
-of the design's true quality; expansions call ``landscape.child``. Time advances to the next finishing
-job; a freed worker immediately asks for the next job.
+expansions and results, and a SearchState with the budget, usage and worker count. Expansions call
+``landscape.child``; an evaluation of a design on task t succeeds with the design's solve probability for t
+(see ``realism.py`` for task difficulty, durations, infrastructure failures, token costs and the seed's free
+evaluation). Time advances to the next finishing job; a freed worker immediately asks for the next job.
+Randomness: ``[seed, 1]`` drives the world (landscape, outcomes, durations), ``[seed, 2]`` the scheduler,
+``[seed, 3]`` the task set, so paired runs of two schedulers share the landscape and the tasks.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 
 from metasearch.schedulers.base import Scheduler, SearchState
 from metasearch.schedulers.cmp import SearchTree
+from metasearch.sim.realism import Realism, solve_probabilities
 from metasearch.types import Budget, Evaluate, Expand, Job, Usage
 
 
@@ -39,67 +43,163 @@ class SimResult:
         return max(self.truth.values())
 
 
-def _duration(landscape: Any, kind: str, rng: np.random.Generator) -> float:
+@dataclass
+class _World:
+    """The hidden truth of one run and the draws that use it."""
+
+    landscape: Any
+    realism: Realism
+    rng: np.random.Generator
+    easiness: np.ndarray
+    tasks: tuple[str, ...]
+    states: dict[str, Any] = field(default_factory=dict)
+    probs: dict[str, np.ndarray] = field(default_factory=dict)
+    truth: dict[str, float] = field(default_factory=dict)
+    speed: dict[str, float] = field(default_factory=dict)
+
+    def add(self, agent_id: str, state: Any) -> None:
+        p = solve_probabilities(float(self.landscape.quality(state)), self.easiness)
+        self.states[agent_id], self.probs[agent_id], self.truth[agent_id] = state, p, float(p.mean())
+        sigma = self.realism.design_speed_sigma if self.realism.durations else 0.0
+        self.speed[agent_id] = float(np.exp(self.rng.normal(0.0, sigma))) if sigma else 1.0
+
+    def evaluation(self, job: Evaluate) -> tuple[float, float]:
+        """(score, duration) of one evaluation."""
+        p = self.probs[job.agent_id][self.tasks.index(job.task_id)]
+        score = float(self.rng.random() < p)
+        r = self.realism
+        if not r.durations:
+            return score, _landscape_duration(self.landscape, "evaluation", self.rng)
+        mean = r.eval_time_success if score else r.eval_time_failure
+        return score, self.speed[job.agent_id] * _lognormal(self.rng, mean, r.duration_sigma)
+
+    def expansion(self, job: Expand) -> tuple[Any, float]:
+        """(child state or None, duration) of one expansion."""
+        child = self.landscape.child(self.states[job.parent_id], self.rng)
+        r = self.realism
+        if not r.durations:
+            return child, _landscape_duration(self.landscape, "expansion", self.rng)
+        duration = _lognormal(self.rng, r.expansion_time, r.duration_sigma)
+        return child, duration * (r.failed_expansion_time if child is None else 1.0)
+
+
+def _lognormal(rng: np.random.Generator, mean: float, sigma: float) -> float:
+    """A log-normal draw with the given mean."""
+    return float(mean * np.exp(rng.normal(-0.5 * sigma * sigma, sigma)))
+
+
+def _landscape_duration(landscape: Any, kind: str, rng: np.random.Generator) -> float:
     fn = getattr(landscape, f"{kind}_duration", None)
     return float(fn(rng)) if callable(fn) else float(rng.exponential(5.0 if kind == "expansion" else 1.0))
 
 
 def simulate(
-    landscape: Any, scheduler: Scheduler, *, budget: int, workers: int, n_tasks: int, seed: int
+    landscape: Any,
+    scheduler: Scheduler,
+    *,
+    budget: int,
+    workers: int,
+    n_tasks: int,
+    seed: int,
+    realism: Realism | None = None,
 ) -> SimResult:
-    world = np.random.default_rng([seed, 1])  # the landscape's randomness: identical across schedulers
-    decide = np.random.default_rng([seed, 2])  # the scheduler's randomness
+    """One run until ``budget`` evaluations (the seed's free ones excluded) have finished."""
+    realism = Realism() if realism is None else realism
     tasks = tuple(f"t{i}" for i in range(n_tasks))
+    easiness = getattr(landscape, "task_easiness", None)
+    if easiness is None:
+        easiness = realism.task_easiness(n_tasks, np.random.default_rng([seed, 3]))
+    world = _World(
+        landscape, realism, np.random.default_rng([seed, 1]), np.asarray(easiness)[:n_tasks], tasks
+    )
+    decide = np.random.default_rng([seed, 2])
     tree = SearchTree()
-    states = {"a0": landscape.root(world)}
-    truth = {"a0": float(landscape.quality(states["a0"]))}
+    world.add("a0", landscape.root(world.rng))
     tree.add_agent("a0", None)
-    events: list[tuple[float, int, Job, Any]] = []
-    seq = evaluations = expansions = failed = decisions = 0
+    free = list(tasks) if realism.seed_free else []
+    events: list[tuple[float, int, Job, Any, bool]] = []
+    seq = evaluations = expansions = failed = decisions = infra = 0
     exp_in_flight = eval_in_flight = 0
+    tokens = busy = 0.0
     now = 0.0
     budget_obj = Budget(evaluations=budget)
     while True:
-        while exp_in_flight + eval_in_flight < workers and evaluations < budget:
-            state = SearchState(
-                tree, tasks, budget_obj, Usage(evaluations, expansions), exp_in_flight, eval_in_flight
-            )
-            job = scheduler.next_job(state, decide)
-            decisions += 1
-            if job is None:
+        while exp_in_flight + eval_in_flight < workers:
+            job: Job | None
+            if free:
+                job = Evaluate(agent_id="a0", task_id=free.pop(0), job_id=str(seq))
+            elif evaluations >= budget:
                 break
+            else:
+                state = SearchState(
+                    tree,
+                    tasks,
+                    budget_obj,
+                    Usage(evaluations, expansions),
+                    exp_in_flight,
+                    eval_in_flight,
+                    workers,
+                )
+                job = scheduler.next_job(state, decide)
+                decisions += 1
+                if job is None:
+                    break
             seq += 1
+            lost = realism.infra_failure_rate > 0 and world.rng.random() < realism.infra_failure_rate
+            outcome: Any
             if isinstance(job, Evaluate):
                 tree.reserve(job.agent_id, job.task_id)
-                outcome: Any = float(world.random() < truth[job.agent_id])
-                evaluations += 1
+                outcome, duration = world.evaluation(job)
+                evaluations += not _is_free(job, realism)
                 eval_in_flight += 1
-                heapq.heappush(events, (now + _duration(landscape, "evaluation", world), seq, job, outcome))
             else:
                 tree.expansion_started(job.parent_id)
-                outcome = landscape.child(states[job.parent_id], world)
+                outcome, duration = world.expansion(job)
+                tokens += (
+                    _lognormal(world.rng, realism.expansion_tokens, 0.5) if realism.expansion_tokens else 0
+                )
                 expansions += 1
                 exp_in_flight += 1
-                heapq.heappush(events, (now + _duration(landscape, "expansion", world), seq, job, outcome))
+            if lost:
+                duration *= realism.infra_time
+            busy += duration
+            heapq.heappush(events, (now + duration, seq, job, (outcome, duration), lost))
         if not events:
             break
-        now, _, job, outcome = heapq.heappop(events)
+        now, _, job, (outcome, duration), lost = heapq.heappop(events)
         if isinstance(job, Evaluate):
             eval_in_flight -= 1
-            tree.add_result(job.agent_id, job.task_id, outcome)
+            if lost:  # abandoned and re-queued: no result, no budget
+                tree.release(job.agent_id, job.task_id)
+                evaluations -= not _is_free(job, realism)
+                infra += 1
+                if _is_free(job, realism):
+                    free.append(job.task_id)
+            else:
+                tree.add_result(job.agent_id, job.task_id, outcome, duration=duration)
         else:
-            assert isinstance(job, Expand)
             exp_in_flight -= 1
+            if lost:
+                tree.expansion_finished(job.parent_id, failed=False)
+                expansions -= 1
+                infra += 1
+                continue
             tree.expansion_finished(job.parent_id, failed=outcome is None)
             if outcome is None:
                 failed += 1
             else:
                 agent_id = f"a{len(tree)}"
                 tree.add_agent(agent_id, job.parent_id)
-                states[agent_id] = outcome
-                truth[agent_id] = float(landscape.quality(outcome))
-    final = scheduler.select_final(SearchState(tree, tasks, budget_obj, Usage(evaluations, expansions), 0, 0))
-    return SimResult(tree, truth, final, evaluations, expansions, failed, decisions)
+                world.add(agent_id, outcome)
+    final = scheduler.select_final(
+        SearchState(tree, tasks, budget_obj, Usage(evaluations, expansions), 0, 0, workers)
+    )
+    extra = {"tokens": tokens, "busy_time": busy, "wall_time": now, "infra_failures": infra}
+    return SimResult(tree, world.truth, final, evaluations, expansions, failed, decisions, extra)
+
+
+def _is_free(job: Evaluate, realism: Realism) -> bool:
+    return realism.seed_free and job.agent_id == "a0"
 
 
 def cmp_correlations(tree: SearchTree, min_trials: int = 3) -> tuple[float, float, int]:

@@ -79,3 +79,62 @@ def default_family(rng: np.random.Generator) -> LineageLandscape:
         sigma_step=float(rng.uniform(0.03, 0.08)),
         fail_base=float(rng.uniform(0.05, 0.3)),
     )
+
+
+@dataclass(frozen=True)
+class Kinded:
+    quality: float
+    sprint: bool  # a one-off gain whose own descendants only get worse
+
+
+@dataclass(frozen=True)
+class DisagreementLandscape:
+    """Own score and metaproductivity disagree on purpose.
+
+    A "climber" design has children that improve slowly but steadily (``climb`` per generation). With
+    probability ``sprint_share`` a climber's child is instead a "sprinter": an immediate gain of ``jump``
+    (it scores better than all its climbing siblings) whose own children lose ``decay`` per generation and
+    fail more often (a local trick that breaks whatever builds on it). A scheduler that expands the best
+    own score keeps expanding sprinters; one that follows clade statistics keeps climbing.
+    """
+
+    root_quality: float
+    climb: float
+    jump: float
+    decay: float
+    sprint_share: float
+    sigma_step: float
+    fail_climb: float
+    fail_sprint: float
+
+    def root(self, rng: np.random.Generator) -> Kinded:
+        return Kinded(self.root_quality, False)
+
+    def child(self, state: Kinded, rng: np.random.Generator) -> Kinded | None:
+        if rng.random() < (self.fail_sprint if state.sprint else self.fail_climb):
+            return None
+        if state.sprint:
+            step, sprint = -self.decay, True
+        elif rng.random() < self.sprint_share:
+            step, sprint = self.jump, True
+        else:
+            step, sprint = self.climb, False
+        quality = float(np.clip(state.quality + rng.normal(step, self.sigma_step), 0.01, 0.99))
+        return Kinded(quality, sprint)
+
+    def quality(self, state: Kinded) -> float:
+        return state.quality
+
+
+def disagreement_family(rng: np.random.Generator) -> DisagreementLandscape:
+    """One member of the disagreement family (``--landscape disagreement``)."""
+    return DisagreementLandscape(
+        root_quality=float(rng.uniform(0.1, 0.3)),
+        climb=float(rng.uniform(0.01, 0.03)),
+        jump=float(rng.uniform(0.08, 0.15)),
+        decay=float(rng.uniform(0.02, 0.06)),
+        sprint_share=float(rng.uniform(0.3, 0.6)),
+        sigma_step=float(rng.uniform(0.02, 0.05)),
+        fail_climb=float(rng.uniform(0.05, 0.2)),
+        fail_sprint=float(rng.uniform(0.2, 0.4)),
+    )

@@ -187,3 +187,71 @@ def test_credit_counts_children_that_beat_their_parent(tmp_path: Path) -> None:
     ctx = _context(tmp_path, "job-9", agents=agents)
     ctx = ProposalContext(**{**ctx.__dict__, "lineage_scores": {"p": 0.5, "c1": 0.7, "c2": 0.4}})
     assert _knob_credit(ctx) == {"lr": (2, 1), "opt": (2, 0)}
+
+
+def _proposed(tmp_path: Path, name: str, config: KnobsProposer.Config, history: int = 4) -> list[dict]:
+    """Values of the children proposed after ``history`` finished trials (told a score by lr)."""
+    study_dir = tmp_path / name
+    study_dir.mkdir()
+    proposer = KnobsProposer(config, study_dir=study_dir)
+    study = proposer._optuna()
+    dist = {"lr": optuna.distributions.FloatDistribution(1e-4, 1.0, log=True)}
+    for i in range(history):
+        trial = study.ask(dist)
+        study.tell(trial, -abs(trial.params["lr"] - 0.05) + 0.001 * i)
+    out = []
+    for i in range(3):
+        ws = _workspace(study_dir, f"w{i}")
+        proposer.propose(PARENT, ws, _context(study_dir, f"job-{i}"))
+        out.append(json.loads((ws / "knobs.json").read_text()))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("base", "changed"),
+    [
+        ({"mode": "global", "sampler": "tpe", "n_startup_trials": 0}, {"sampler": "random"}),
+        ({"mode": "global", "n_startup_trials": 0}, {"n_startup_trials": 10}),
+        ({"mode": "global"}, {"seed": 1}),
+        ({"mode": "mutate"}, {"seed": 1}),
+        ({"mode": "mutate"}, {"mode": "global"}),
+    ],
+)
+def test_each_option_changes_the_children(tmp_path: Path, base: dict, changed: dict) -> None:
+    before = _proposed(tmp_path, "a", KnobsProposer.Config(**base))
+    after = _proposed(tmp_path, "b", KnobsProposer.Config(**base | changed))
+    assert before != after
+
+
+def test_mutate_k_bounds_how_many_knobs_change(tmp_path: Path) -> None:
+    for k, expected in ((1, {1}), (3, {1, 2, 3})):
+        (tmp_path / f"k{k}").mkdir()
+        proposer = KnobsProposer(KnobsProposer.Config(mutate_k=k), study_dir=tmp_path / f"k{k}")
+        counts = set()
+        for i in range(12):
+            ws = _workspace(tmp_path, f"k{k}-{i}")
+            proposer.propose(PARENT, ws, _context(tmp_path, f"job-{k}-{i}"))
+            after = json.loads((ws / "knobs.json").read_text())
+            counts.add(sum(after[n] != v for n, v in {"lr": 0.01, "width": 8, "opt": "sgd"}.items()))
+        assert counts <= expected and (k == 1 or len(counts) > 1)
+
+
+def test_sampler_options_need_global_mode() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="only used with mode: global"):
+        KnobsProposer.Config(mode="mutate", sampler="random")
+    assert KnobsProposer.Config(mode="global", sampler="random").sampler == "random"
+
+
+@pytest.mark.parametrize(("min_evaluations", "state"), [(2, "COMPLETE"), (3, "RUNNING")])
+def test_min_evaluations_decides_when_optuna_hears_the_score(
+    tmp_path: Path, min_evaluations: int, state: str
+) -> None:
+    proposer = KnobsProposer(KnobsProposer.Config(min_evaluations=min_evaluations), study_dir=tmp_path)
+    p1 = proposer.propose(PARENT, _workspace(tmp_path, "w1"), _context(tmp_path, "job-1"))
+    child = Agent("a00001", PARENT.id, "1" * 40, "agents/a00001", 0.0, meta={"job_id": "job-1", **p1.meta})
+    evals = [Evaluation(job_id=f"e{i}", agent_id=child.id, task_id=f"t{i}", score=0.5) for i in range(2)]
+    ctx = _context(tmp_path, "job-2", agents={child.id: child}, evaluations=evals)
+    proposer.propose(PARENT, _workspace(tmp_path, "w2"), ctx)
+    assert proposer._optuna().trials[0].state == getattr(optuna.trial.TrialState, state)

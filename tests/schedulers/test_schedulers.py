@@ -150,3 +150,73 @@ def test_final_selection_prefers_evidence_over_luck() -> None:
     assert select_final(tree, method="mean", min_trials=1) == "lucky"
     stats = agent_stats(tree, "solid")
     assert stats.trials == 8 and stats.mean == pytest.approx(0.875) and 0.3 < stats.lower_bound < 0.875
+
+
+@pytest.mark.parametrize(("workers", "expected"), [(1, 1), (8, 3), (20, 5), (64, 5)])
+def test_hgm_paper_initial_expansions_follow_the_worker_count(workers: int, expected: int) -> None:
+    tree = SearchTree()
+    tree.add_agent("s", None)
+    tree.add_result("s", "t0", 0.0)  # no eligible parent: only the initial expansions can expand
+    paper = make("hgm-paper")
+    jobs = [
+        paper.next_job(
+            SearchState(tree, TASKS, Budget(500), Usage(0, k), k, 0, workers), np.random.default_rng(k)
+        )
+        for k in range(6)
+    ]
+    assert [isinstance(j, Expand) for j in jobs] == [k < expected for k in range(6)]
+
+
+def test_dgm_archive_admits_only_children_that_pass_stage_one() -> None:
+    dgm = make("dgm", stage1=4)
+    tree = SearchTree()
+    tree.add_agent("s", None)
+    tree.add_agent("broken", "s")  # evaluated on stage 1, never solved anything: not archived
+    tree.add_agent("ok", "s")
+    tree.add_agent("new", "s")  # stage 1 not finished: not archived yet
+    for t in TASKS[:4]:
+        tree.add_result("s", t, 1.0)
+        tree.add_result("broken", t, 0.0)
+        tree.add_result("ok", t, float(t == "t0"))
+    tree.add_result("new", "t0", 1.0)
+    mask = dgm.archived(state(tree))
+    assert [tree.ids[i] for i in np.flatnonzero(mask)] == ["s", "ok"]
+    assert [tree.ids[i] for i in np.flatnonzero(make("dgm", archive="all").archived(state(tree)))] == [
+        "s",
+        "broken",
+        "ok",
+        "new",
+    ]
+
+
+def test_cost_exponent_prefers_the_cheaper_of_equally_promising_agents() -> None:
+    tree = SearchTree()
+    for a in ("s", "cheap", "slow"):
+        tree.add_agent(a, None if a == "s" else "s")
+    for t in TASKS[:4]:  # same record, 1 s against 4 s per evaluation
+        tree.add_result("cheap", t, float(t in ("t0", "t1")), duration=1.0)
+        tree.add_result("slow", t, float(t in ("t0", "t1")), duration=4.0)
+    tree.add_result("s", "t0", 1.0, duration=2.5)
+    candidates = np.array([tree.index["cheap"], tree.index["slow"]])
+    rng = np.random.default_rng(0)
+
+    def picks(scheduler: object) -> int:
+        return sum(
+            tree.ids[scheduler.choose_agent(state(tree), candidates, rng)] == "cheap"  # type: ignore[attr-defined]
+            for _ in range(400)
+        )
+
+    assert 150 < picks(make("hgm")) < 250  # a coin flip without costs
+    assert picks(make("hgm", cost_exponent=2.0)) > 300
+
+
+def test_replayed_tree_keeps_evaluation_times() -> None:
+    agents = [("s", None), ("c", "s")]
+    results = [("s", "t0", 1.0), ("c", "t0", 0.0), ("c", "t1", 1.0)]
+    tree = SearchTree.replayed(agents, results, durations=[2.0, 3.0, 5.0])
+    incremental = SearchTree()
+    for a, p in agents:
+        incremental.add_agent(a, p)
+    for (a, t, s), d in zip(results, (2.0, 3.0, 5.0), strict=True):
+        incremental.add_result(a, t, s, duration=d)
+    assert list(tree.view("own_time")) == list(incremental.view("own_time")) == [2.0, 8.0]

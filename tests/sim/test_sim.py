@@ -19,7 +19,8 @@ def test_simulation_spends_the_budget_and_reports_truth(name: str) -> None:
     )
     assert result.evaluations == 150
     assert result.final in result.truth and 0 < result.final_quality <= result.best_quality <= 1
-    assert sum(result.tree.own(a)[1] for a in result.tree.ids) == 150
+    assert sum(result.tree.own(a)[1] for a in result.tree.ids) == 150 + 20  # the seed's 20 are free
+    assert result.tree.own("a0")[1] == 20
     assert len(result.tree) == result.expansions - result.failed + 1
 
 
@@ -44,55 +45,39 @@ def test_cmp_correlation_is_defined_on_a_real_tree() -> None:
 
 
 def test_bench_json_has_the_documented_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--seeds", "4", "--budget", "60", "--workers", "2", "--tasks", "10"]
     assert (
-        run(
-            [
-                "--seeds",
-                "4",
-                "--budget",
-                "60",
-                "--workers",
-                "2",
-                "--tasks",
-                "10",
-                "--schedulers",
-                "hgm,greedy",
-                "--json",
-            ]
-        )
-        == 0
+        run([*argv, "--schedulers", "hgm-paper,greedy", "--families", "default,disagreement", "--json"]) == 0
     )
     rows = json.loads(capsys.readouterr().out)
-    assert [r["scheduler"] for r in rows] == ["hgm", "greedy"]
+    assert [(r["family"], r["scheduler"]) for r in rows] == [
+        ("default", "hgm-paper"),
+        ("default", "greedy"),
+        ("disagreement", "hgm-paper"),
+        ("disagreement", "greedy"),
+    ]
     for key in (
         "final_quality_mean",
         "final_quality_ci95",
         "best_quality_mean",
         "evaluations",
         "expansions",
+        "wall_time",
         "cmp_correlation",
-        "diff_vs_hgm_mean",
-        "diff_vs_hgm_ci95",
+        "diff_vs_baseline_mean",
+        "diff_vs_baseline_ci95",
     ):
         assert key in rows[1]
-    assert rows[0]["diff_vs_hgm_mean"] == 0.0
+    assert rows[0]["diff_vs_baseline_mean"] == 0.0
+    assert rows[1]["evaluations"] == 60
 
 
 def test_custom_landscape_factory(capsys: pytest.CaptureFixture[str]) -> None:
-    assert (
-        run(
-            [
-                "--landscape",
-                "metasearch.sim.landscape:default_family",
-                "--seeds",
-                "2",
-                "--budget",
-                "30",
-                "--schedulers",
-                "hgm",
-                "--json",
-            ]
-        )
-        == 0
-    )
+    argv = ["--landscape", "metasearch.sim.landscape:default_family", "--seeds", "2", "--budget", "30"]
+    assert run([*argv, "--schedulers", "hgm", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["evaluations"] == 30
+
+
+def test_bench_rejects_an_unknown_family() -> None:
+    with pytest.raises(SystemExit):
+        run(["--families", "nope", "--seeds", "2"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections import Counter
@@ -14,7 +15,7 @@ from metasearch.archive import GitArchive
 from metasearch.events import Evaluated, Expanded, ExpansionRejected, InfraFailure, Outcome
 from metasearch.registry import SCHEDULERS
 from metasearch.study import StopSignal, Study
-from metasearch.types import Budget, Evaluate, Evaluation, Expand, Job
+from metasearch.types import Budget, Evaluate, Evaluation, Expand, Job, job_from_dict
 
 TASKS = [f"t{i}" for i in range(6)]
 
@@ -197,3 +198,25 @@ def test_a_spent_expansion_budget_stops_only_expansions(tmp_path: Path) -> None:
     assert more.run(Landscape(archive), workers=2) == "no more work"
     assert more.usage().evaluations == 2 * len(TASKS)
     archive.close()
+
+
+@pytest.mark.parametrize(("workers", "initial"), [(1, 1), (4, 2), (8, 3)])
+def test_hgm_paper_sizes_its_initial_expansions_by_the_run_s_workers(
+    tmp_path: Path, workers: int, initial: int
+) -> None:
+    """The seed is evaluated on every task first (free), then min(5, floor(workers ** 0.6)) expansions of it."""
+    archive = _archive(tmp_path)
+    cls = SCHEDULERS.resolve("hgm-paper")
+    study = Study(archive, cls(cls.Config()), tasks=TASKS, budget=Budget(evaluations=12))
+    study.run(Landscape(archive), workers=workers)
+    lines = (archive.root / "journal.jsonl").read_text().splitlines()
+    order = [
+        job_from_dict(e["job"]) for e in map(json.loads, lines) if e["op"] == "job_started"
+    ]  # dispatch order
+    seed = next(a.id for a in archive.index.agents.values() if a.parent_id is None)
+    head = order[: len(TASKS)]
+    assert all(isinstance(j, Evaluate) and j.agent_id == seed for j in head)
+    after = order[len(TASKS) : len(TASKS) + initial + 1]
+    assert [isinstance(j, Expand) and j.parent_id == seed for j in after[:initial]] == [True] * initial
+    counted = sum(ev.agent_id != seed for ev in archive.index.evaluations.values())
+    assert counted >= 12 - workers  # the seed's evaluations were free: the budget went to the children
