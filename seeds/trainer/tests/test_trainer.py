@@ -45,14 +45,15 @@ def train(task_dir: Path, knobs: dict) -> np.ndarray:
 
 
 def write_task(d: Path, kind: str = "classification", classes: int = 2, seed: int = 0) -> np.ndarray:
-    """A tiny linearly separable (or linear regression) task; returns the hidden test targets."""
+    """A tiny linearly separable (or linear regression) task; returns the hidden test targets. Its time
+    budget is ample: what these tests check must not depend on how busy the machine is."""
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(400, 3)).astype(np.float32) * np.array([1.0, 20.0, 0.05], dtype=np.float32)
     y = (x[:, 0] > 0).astype(np.int64) if kind == "classification" else (2 * x[:, 0] + 1).astype(np.float32)
     np.save(d / "train_x.npy", x[:300])
     np.save(d / "train_y.npy", y[:300])
     np.save(d / "test_x.npy", x[300:])
-    info = {"task": "smoke", "kind": kind, "classes": classes, "time_budget_s": 5}
+    info = {"task": "smoke", "kind": kind, "classes": classes, "time_budget_s": 600}
     (d / "task.json").write_text(json.dumps(info))
     return y[300:]
 
@@ -125,7 +126,8 @@ class TrainTest(unittest.TestCase):
             (Path(tmp) / "task.json").write_text(json.dumps({**info, "time_budget_s": 1}))
             start = time.monotonic()
             train(Path(tmp), {**FIXED, "epochs": 100000, "batch_size": 32})
-            self.assertLess(time.monotonic() - start, 4.0)
+            # 100000 epochs take many minutes; stopping near the 1 s budget, even on a busy machine, is fast
+            self.assertLess(time.monotonic() - start, 30.0)
 
     def test_command_line_writes_predictions(self):
         with tempfile.TemporaryDirectory() as tmp:
