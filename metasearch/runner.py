@@ -19,6 +19,7 @@ from metasearch.archive import GitArchive
 from metasearch.errors import ArchiveError, ConfigError, InfrastructureError, SandboxViolation
 from metasearch.events import Evaluated, Expanded, ExpansionRejected, InfraFailure, Outcome
 from metasearch.llm.gateway import FORWARDER_PATH, SOCKET_DIR, SOCKET_PATH
+from metasearch.llm.usage import BudgetExhausted
 from metasearch.manifest import MANIFEST_NAME, load_manifest, parse_manifest
 from metasearch.proposers.base import ProposalContext, ProposalFailed, Proposer
 from metasearch.proposers.gate import GateConfig, check
@@ -120,6 +121,10 @@ class Runner:
                 proposal = self.proposer.propose(parent, workspace, context)
             except (ProposalFailed, ConfigError, SandboxViolation) as exc:
                 return ExpansionRejected(f"proposer failed: {exc}")
+            except BudgetExhausted as exc:  # the job's cap is the candidate's limit; the study's is not
+                if exc.scope == "job":
+                    return ExpansionRejected(f"proposer failed: {exc}")
+                raise InfrastructureError(str(exc), retryable=False) from exc
             tampered = worktree_tampering(workspace, git_link)
             if tampered:
                 return ExpansionRejected(f"tampered worktree: {tampered}")
@@ -265,7 +270,7 @@ def _check_gateway(gw: Any) -> None:
     """Faults of the LLM path are not the candidate's: they abandon the job instead of scoring it."""
     if gw.upstream_failures:
         raise InfrastructureError(f"LLM upstream unavailable during the job: {gw.last_upstream_error}")
-    if gw.budget_refusals and gw.meter.study_exhausted:
+    if gw.budget_refusals and (gw.study_refusals or gw.meter.study_exhausted):
         raise InfrastructureError(
             "the study's token budget is exhausted (resume with a larger budget.tokens)", retryable=False
         )

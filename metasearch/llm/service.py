@@ -105,7 +105,9 @@ class LLMService:
         return self.client.model
 
     @contextmanager
-    def gateway(self, job_id: str, log_dir: Path) -> Iterator[Gateway]:
+    def gateway(self, job_id: str, log_dir: Path, *, job_limit: int | None = None) -> Iterator[Gateway]:
+        """A gateway for one job; ``job_limit`` caps this job's tokens tighter than ``llm.max_tokens_per_job``."""
+        self.meter.limit_job(job_id, job_limit)
         with self._lock:
             if self._http is None:
                 limits = httpx.Limits(max_connections=512, max_keepalive_connections=512)

@@ -28,6 +28,8 @@ class SelfModifyProposer:
         model_config = ConfigDict(extra="forbid")
         timeout_s: float = Field(1800, gt=0)
         max_tokens_per_job: int | None = Field(None, ge=1)
+        """This proposer's cap on one self-modification's tokens, enforced by its gateway (the tighter of
+        this and ``llm.max_tokens_per_job`` applies)."""
         context_chars: int = Field(30_000, ge=1_000)
 
     def __init__(self, config: Config, *, study_dir: Path, llm: Any = None, **_: Any) -> None:
@@ -67,7 +69,9 @@ class SelfModifyProposer:
         (problem_dir / "problem.md").write_text(self.problem_statement(parent, context))
         problem_dir.chmod(0o755)
         (problem_dir / "problem.md").chmod(0o644)
-        with self.llm.gateway(context.job_id, context.log_dir) as gateway:
+        with self.llm.gateway(
+            context.job_id, context.log_dir, job_limit=self.config.max_tokens_per_job
+        ) as gateway:
             assert gateway.mount_dir is not None
             spec = RunSpec(
                 command=manifest.command(
