@@ -33,9 +33,9 @@ class SelfModifyProposer:
         context_chars: int = Field(30_000, ge=1_000)
 
     def __init__(self, config: Config, *, study_dir: Path, llm: Any = None, **_: Any) -> None:
-        from metasearch.llm.service import LLMService, endpoint_configured
+        from metasearch.llm.service import LLMService, RemoteLLM, endpoint_configured
 
-        if not isinstance(llm, LLMService) and (llm is None or not endpoint_configured(llm)):
+        if not isinstance(llm, LLMService | RemoteLLM) and (llm is None or not endpoint_configured(llm)):
             raise ConfigError(
                 "llm.base_url: self-modification needs an OpenAI-compatible endpoint for the agent's gateway "
                 "(llm.base_url, OPENAI_BASE_URL, or llm.serve)"
@@ -61,9 +61,9 @@ class SelfModifyProposer:
         if manifest.entry.self_improve is None:
             raise ProposalFailed(f"agent {manifest.name!r} declares no self_improve entry point")
         from metasearch.llm.gateway import FORWARDER_PATH, SOCKET_DIR, SOCKET_PATH
-        from metasearch.llm.service import LLMService
+        from metasearch.llm.service import LLMService, RemoteLLM
 
-        if not isinstance(self.llm, LLMService):
+        if not isinstance(self.llm, LLMService | RemoteLLM):
             raise ConfigError("llm: the self proposer was built without the study's LLM service")
         problem_dir = Path(tempfile.mkdtemp(prefix="ms-problem-", dir=context.log_dir))
         (problem_dir / "problem.md").write_text(self.problem_statement(parent, context))
