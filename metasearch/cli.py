@@ -145,15 +145,19 @@ def _drive(make: Any) -> None:
 def status(study_dir: StudyDir, json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Counts, budget and best-belief agent of a study (fast; read-only)."""
     from metasearch.report import status_dict
+    from metasearch.sandboxes.ray_nodes import node_lines, node_summary
 
     try:
         data = status_dict(study_dir)
     except MetasearchError as exc:
         raise _fail(exc) from None
+    nodes = node_summary(study_dir)  # only a study run on Ray has any
     if json_:
-        out.print_json(json.dumps(data))
+        out.print_json(json.dumps({**data, **({"ray_nodes": nodes} if nodes else {})}))
         return
     for key, value in data.items():
+        out.print(f"[bold]{key:>18}[/]  {value}")
+    for key, value in node_lines(nodes):
         out.print(f"[bold]{key:>18}[/]  {value}")
 
 
@@ -260,14 +264,16 @@ def ui(
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def bench(
     ctx: typer.Context,
-    which: Annotated[str, typer.Argument(help="archive | schedulers | sandbox | llm | tracking | integrity")],
+    which: Annotated[
+        str, typer.Argument(help="archive | schedulers | sandbox | llm | tracking | integrity | executor")
+    ],
 ) -> None:
     """Run a performance benchmark; extra options go to it (e.g. `bench schedulers --seeds 50`)."""
     import importlib.util
 
     import metasearch
 
-    names = ("archive", "schedulers", "sandbox", "llm", "tracking", "integrity")
+    names = ("archive", "schedulers", "sandbox", "llm", "tracking", "integrity", "executor")
     path = Path(metasearch.__file__).resolve().parents[1] / "bench" / f"{which}.py"
     if which not in names or not path.is_file():
         raise _fail(

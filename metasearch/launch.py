@@ -55,6 +55,12 @@ class Launched:
         if self.resolved.config.executor.name == "ray":
             from metasearch.sandboxes.ray_executor import stop_ray
 
+            sweep_nodes = getattr(self.runner, "sweep_nodes", None)
+            try:  # what lost tasks left on the workers' Docker
+                if callable(sweep_nodes):
+                    sweep_nodes()
+            except Exception as exc:  # the cluster may be gone; the study's data is already safe
+                log.warning("could not sweep the Ray nodes' containers: %s", exc)
             stop_ray()
         self.archive.close()
 

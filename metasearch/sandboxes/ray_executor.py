@@ -97,6 +97,30 @@ def check_cluster(section: ExecutorSection) -> dict[str, float]:
     return total
 
 
+class TaskTimeout(Exception):
+    """A Ray task did not finish within its wait (cancelled)."""
+
+
+def run_task(remote: Any, args: tuple[Any, ...], ask: RayTaskResources, timeout_s: float, name: str) -> Any:
+    """Submit one task of ``remote`` (a ``ray.remote`` function) with ``ask``'s resources and no Ray
+    retries (the study re-queues lost work itself), wait at most ``timeout_s``, return its value.
+    Raises TaskTimeout, or what ``ray.get`` raises (a RayError when the worker or node was lost)."""
+    import ray
+
+    ref = remote.options(
+        num_cpus=ask.num_cpus,
+        num_gpus=ask.num_gpus,
+        resources=dict(ask.resources) or None,
+        max_retries=0,
+        name=name,
+    ).remote(*args)
+    ready, _ = ray.wait([ref], timeout=timeout_s)
+    if not ready:
+        ray.cancel(ref, force=True)
+        raise TaskTimeout(name)
+    return ray.get(ref, timeout=60)
+
+
 def _lost(exc: BaseException) -> bool:
     """Whether a Ray error means the task's worker or node went away (not that our code raised)."""
     import ray.exceptions as rex
@@ -154,41 +178,53 @@ class RayRunner(Runner):
             self._remotes[kind] = ray.remote(fn)
         ask: RayTaskResources = self.executor.for_kind(kind)
         started = time.time()
-        ref = (
-            self._remotes[kind]
-            .options(
-                num_cpus=ask.num_cpus,
-                num_gpus=ask.num_gpus,
-                resources=dict(ask.resources) or None,
-                max_retries=0,
-                name=f"{kind}-{job.job_id}",
+        try:
+            out: dict[str, Any] = run_task(
+                self._remotes[kind],
+                ((self.host, job.job_id, kind), *args),
+                ask,
+                self.executor.wait_timeout_s,
+                f"{kind}-{job.job_id}",
             )
-            .remote(*args)
-        )
-        ready, _ = ray.wait([ref], timeout=self.executor.wait_timeout_s)
-        if not ready:
-            ray.cancel(ref, force=True)
-            self.nodes.record(job.job_id, kind, None, started, "failed")
+        except TaskTimeout as exc:
+            self.nodes.record(job.job_id, kind, None, started, "failed", ask.num_cpus)
             raise InfrastructureError(
                 f"Ray did not finish job {job.job_id} within {self.executor.wait_timeout_s:g}s; its {kind} "
                 f"task requests num_cpus={ask.num_cpus:g}, num_gpus={ask.num_gpus:g}, resources="
                 f"{dict(ask.resources)} and the cluster has {ray.cluster_resources()}",
                 retryable=False,
-            )
-        try:
-            out: dict[str, Any] = ray.get(ref, timeout=60)
+            ) from exc
         except Exception as exc:
-            self.nodes.record(job.job_id, kind, None, started, "lost" if _lost(exc) else "failed")
+            state = "lost" if _lost(exc) else "failed"
+            self.nodes.record(job.job_id, kind, None, started, state, ask.num_cpus)
             if _lost(exc):
                 raise InfrastructureError(
                     f"job {job.job_id} lost with its Ray worker ({type(exc).__name__}: {str(exc)[:300]})",
                     transient=True,
                 ) from exc
             raise InfrastructureError(f"Ray task for job {job.job_id} failed: {exc}") from exc
-        self.nodes.record(
-            job.job_id, kind, out.get("node_id"), started, "failed" if out.get("infra") else "done"
-        )
+        state = "failed" if out.get("infra") else "done"
+        self.nodes.record(job.job_id, kind, out.get("node_id"), started, state, ask.num_cpus)
         return out
+
+    def sweep_nodes(self) -> int:
+        """Remove the study's containers on every live node (called when the run ends): a task lost with
+        its Ray worker leaves its container running on that node's Docker. Returns how many."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        if self.sandbox_section.name != "docker":
+            return 0
+        remote = ray.remote(ray_jobs.sweep)
+        refs = [
+            remote.options(
+                num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+            ).remote(*self._study_args())
+            for node in ray.nodes()
+            if node.get("Alive")
+        ]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=120)
+        return sum(int(ray.get(ref)) for ref in ready)
 
     def _study_args(self) -> tuple[dict[str, Any], str, str]:
         return self.sandbox_section.model_dump(), self.archive.study, self.archive.study_id

@@ -40,6 +40,22 @@ class StudyHost:
         self.study_dir = Path(study_dir)
         self.knobs_options = knobs_options
         self._knobs: Any = None
+        self._nodes: Any = None
+        self._node_cpus: dict[str, float] = {}
+
+    def started(self, job_id: str, kind: str, node_id: str) -> None:
+        """A task reports in from its node: journaled for ``metasearch status`` (see ``ray_nodes``)."""
+        import ray
+
+        from metasearch.sandboxes.ray_nodes import NodeLog
+
+        if node_id not in self._node_cpus:
+            self._node_cpus = {
+                str(n["NodeID"]): float(n.get("Resources", {}).get("CPU", 0.0)) for n in ray.nodes()
+            }
+        if self._nodes is None:
+            self._nodes = NodeLog(self.study_dir)
+        self._nodes.started(job_id, kind, node_id, self._node_cpus.get(node_id, 0.0))
 
     def node_id(self) -> str:
         import ray

@@ -35,6 +35,16 @@ def where() -> dict[str, str]:
     return {"node_id": str(ray.get_runtime_context().get_node_id()), "host": socket.gethostname()}
 
 
+Report = tuple[Any, str, str] | None
+"""(the study's host actor, job id, job kind): where a task tells the head it started, and on which node."""
+
+
+def report_start(report: Report) -> None:
+    if report is not None:
+        host, job_id, kind = report
+        host.started.remote(job_id, kind, where()["node_id"])  # fire and forget
+
+
 def pack(folder: Path, *, compress: bool = True) -> bytes:
     """A tarball of ``folder``'s content; links are stored as links, never followed."""
     buffer = io.BytesIO()
@@ -65,6 +75,7 @@ def _sandbox(options: dict[str, Any], study: str, study_id: str) -> Sandbox:
 
 
 def evaluate(
+    report: Report,
     code: bytes,
     task: Task,
     suite_name: str,
@@ -77,6 +88,7 @@ def evaluate(
     llm: Any = None,
 ) -> dict[str, Any]:
     """Run and grade one (agent, task) pair on this node."""
+    report_start(report)
     suite = _suite(suite_name, suite_options)
     sandbox = _sandbox(sandbox_options, study, study_id)
     with tempfile.TemporaryDirectory(prefix="ms-ray-") as tmp:
@@ -103,6 +115,7 @@ def evaluate(
 
 
 def propose(
+    report: Report,
     code: bytes,
     parent: Agent,
     shipped: dict[str, Any],
@@ -120,6 +133,7 @@ def propose(
 
     ``shipped`` is the head's ProposalContext without its sandbox and callables; the proposer keeps its
     state on the head (``host``: the Optuna study, the token ledger), never here."""
+    report_start(report)
     from metasearch.registry import PROPOSERS
 
     suite = _suite(suite_name, suite_options)
@@ -160,6 +174,7 @@ def propose(
 
 
 def smoke(
+    report: Report,
     code: bytes,
     spec_args: dict[str, Any],
     sandbox_options: dict[str, Any],
@@ -167,6 +182,7 @@ def smoke(
     study_id: str,
 ) -> dict[str, Any]:
     """The admission gate's smoke run of a proposed child on this node: (admitted, reason)."""
+    report_start(report)
     from metasearch.manifest import parse_manifest
     from metasearch.proposers.gate import GateConfig, smoke_check
 
@@ -186,3 +202,9 @@ def smoke(
         except InfrastructureError as exc:
             return {"infra": {"message": str(exc), "retryable": exc.retryable}, **where()}
     return {"admitted": verdict.admitted, "reason": verdict.reason, "infra": None, **where()}
+
+
+def sweep(sandbox_options: dict[str, Any], study: str, study_id: str) -> int:
+    """Remove the study's containers on this node (a task lost with its worker leaves its container)."""
+    sweeper = getattr(_sandbox(sandbox_options, study, study_id), "sweep", None)
+    return int(sweeper()) if callable(sweeper) else 0

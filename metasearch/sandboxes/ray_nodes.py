@@ -1,8 +1,10 @@
-"""Where a study's Ray jobs ran: ``<study>/ray_nodes.jsonl``, one line per job when it starts and ends.
+"""Where a study's Ray jobs ran: ``<study>/ray_nodes.jsonl``, one line when a task starts and one when it ends.
 
-Written by the driver only (the RayRunner), read by ``metasearch status`` through ``node_table``: per node,
-jobs running, done and failed, and utilisation (busy seconds over the span the node was seen working). A job
-lost with its node is ``lost``: it counts as failed on no node, since Ray reports no node for it.
+The study's host actor (on the head, see ``ray_host``) writes the ``started`` line when a task reports in
+from its node (with the node's CPU count); the driver writes the end line (``done``, ``failed``, or ``lost``
+when the task's worker or node went away). ``metasearch status`` shows ``node_summary``: per node, jobs
+running, done and failed (lost ones count as failed on the node they started on), and utilisation: the CPU
+seconds its jobs held over the CPU seconds it offered while the study used it.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,34 +23,38 @@ class NodeLog:
         self.path = Path(study_dir) / NODES_FILE
         self._lock = threading.Lock()
 
-    def record(self, job_id: str, kind: str, node_id: str | None, started: float, state: str) -> None:
-        """One finished task: ``state`` is ``done``, ``failed`` (infrastructure) or ``lost`` (its node
-        or worker went away)."""
-        line = {
-            "job_id": job_id,
-            "kind": kind,
-            "node_id": node_id,
-            "started": round(started, 3),
-            "ended": round(time.time(), 3),
-            "state": state,
-        }
+    def _append(self, line: dict[str, Any]) -> None:
         with self._lock, self.path.open("a") as f:
             f.write(json.dumps(line) + "\n")
 
+    def started(self, job_id: str, kind: str, node_id: str, node_cpus: float) -> None:
+        self._append(
+            {
+                "job_id": job_id,
+                "kind": kind,
+                "node_id": node_id,
+                "cpus": node_cpus,
+                "at": round(time.time(), 3),
+                "state": "started",
+            }
+        )
 
-@dataclass
-class NodeRow:
-    node: str
-    done: int = 0
-    failed: int = 0
-    busy_s: float = 0.0
-    first: float = float("inf")
-    last: float = 0.0
-
-    @property
-    def utilisation(self) -> float:
-        span = self.last - self.first
-        return self.busy_s / span if span > 0 else 0.0
+    def record(
+        self, job_id: str, kind: str, node_id: str | None, started: float, state: str, cpus: float = 1.0
+    ) -> None:
+        """One finished task: ``state`` is ``done``, ``failed`` (infrastructure) or ``lost``; ``cpus``
+        is what the task asked for."""
+        self._append(
+            {
+                "job_id": job_id,
+                "kind": kind,
+                "node_id": node_id,
+                "started": round(started, 3),
+                "ended": round(time.time(), 3),
+                "state": state,
+                "ask_cpus": cpus,
+            }
+        )
 
 
 def read_records(study_dir: Path) -> list[dict[str, Any]]:
@@ -65,16 +70,70 @@ def read_records(study_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def node_table(study_dir: Path) -> list[NodeRow]:
-    """Per node (by Ray node id, ``lost`` for tasks whose node went away), sorted by node."""
-    rows: dict[str, NodeRow] = {}
-    for r in read_records(study_dir):
-        node = r.get("node_id") or ("lost" if r.get("state") == "lost" else "unplaced")
-        row = rows.setdefault(node, NodeRow(node))
-        if r.get("state") == "done":
-            row.done += 1
-        else:
-            row.failed += 1
-        row.busy_s += max(0.0, float(r["ended"]) - float(r["started"]))
-        row.first, row.last = min(row.first, float(r["started"])), max(row.last, float(r["ended"]))
-    return sorted(rows.values(), key=lambda row: row.node)
+def node_summary(study_dir: Path) -> list[dict[str, Any]]:
+    """Per node: running, done, failed, utilisation (None when the node's size is unknown)."""
+    starts: dict[tuple[str, str], dict[str, Any]] = {}
+    rows: dict[str, dict[str, Any]] = {}
+    ended: set[tuple[str, str]] = set()
+
+    def row(node: str) -> dict[str, Any]:
+        return rows.setdefault(
+            node,
+            {
+                "node": node,
+                "running": 0,
+                "done": 0,
+                "failed": 0,
+                "cpu_s": 0.0,
+                "cpus": None,
+                "span": [None, None],
+            },
+        )
+
+    records = read_records(study_dir)
+    for r in records:
+        if r.get("state") == "started":
+            starts[(r["job_id"], r["kind"])] = r
+            row(r["node_id"])["cpus"] = r.get("cpus")
+    for r in records:
+        if r.get("state") == "started":
+            continue
+        key = (r["job_id"], r["kind"])
+        ended.add(key)
+        node = r.get("node_id") or starts.get(key, {}).get("node_id") or "unknown"
+        entry = row(node)
+        entry["done" if r.get("state") == "done" else "failed"] += 1
+        begin, end = float(r["started"]), float(r["ended"])
+        entry["cpu_s"] += max(0.0, end - begin) * float(r.get("ask_cpus", 1.0))
+        first, last = entry["span"]
+        entry["span"] = [
+            begin if first is None else min(first, begin),
+            end if last is None else max(last, end),
+        ]
+    for key, start in starts.items():
+        if key not in ended:
+            row(start["node_id"])["running"] += 1
+    out = []
+    for entry in sorted(rows.values(), key=lambda e: e["node"]):
+        first, last = entry.pop("span")
+        cpus = entry.pop("cpus")
+        cpu_s = entry.pop("cpu_s")
+        span = (last - first) if first is not None and last is not None else 0.0
+        entry["utilisation"] = round(cpu_s / (span * cpus), 3) if cpus and span > 0 else None
+        out.append(entry)
+    return out
+
+
+def node_lines(summary: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """``metasearch status`` lines, one per node."""
+    lines = []
+    for entry in summary:
+        used = entry["utilisation"]
+        lines.append(
+            (
+                f"node {entry['node'][:10]}",
+                f"running {entry['running']}, done {entry['done']}, failed {entry['failed']}, utilisation "
+                + ("unknown" if used is None else f"{used:.0%}"),
+            )
+        )
+    return lines

@@ -74,3 +74,36 @@ def test_concurrent_expansions_never_spend_past_the_token_cap(tmp_path: Path) ->
     assert all(isinstance(o, ExpansionRejected | InfraFailure) for o in outcomes)  # no diff in the replies
     # Checked only before each call (the old meter), all 24 would have started at 0 used and spent this:
     assert len(jobs) * min(reported) > CAP
+
+
+def test_reservations_from_many_threads_never_pass_the_caps() -> None:
+    """The meter alone: 32 threads reserve, then settle a random share of what they held (or release)."""
+    import random
+
+    from metasearch.llm.usage import BudgetExhausted, TokenMeter
+
+    meter = TokenMeter(study_limit=5_000, job_limit=900)
+    peaks: list[int] = []
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        job = f"job{seed % 8}"
+        for _ in range(200):
+            try:
+                hold = meter.reserve(job, rng.randint(1, 60), rng.choice([None, 10, 100]))
+            except BudgetExhausted:
+                continue
+            with meter._lock:
+                peaks.append(meter.study.tokens + meter.held)
+            if rng.random() < 0.2:
+                meter.release(hold)
+            else:
+                completion = rng.randint(0, hold.max_completion or 0)
+                meter.settle(hold, rng.randint(0, hold.tokens - (hold.max_completion or 0)), completion)
+
+    with ThreadPoolExecutor(32) as pool:
+        list(pool.map(worker, range(32)))
+    assert meter.held == 0 and not meter.job_held
+    assert max(peaks) <= 5_000 and meter.study.tokens <= 5_000
+    assert all(meter.job(f"job{i}").tokens <= 900 for i in range(8))
+    assert meter.study.tokens > 4_000  # the budget was used, not refused from the start

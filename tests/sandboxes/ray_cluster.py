@@ -45,7 +45,6 @@ def _node_ports() -> list[str]:
         f"--runtime-env-agent-port={ports[5]}",
         "--object-store-memory=150000000",
         "--disable-usage-stats",
-        "--node-ip-address=127.0.0.1",
         "--block",
     ]
 
@@ -79,19 +78,31 @@ class Cluster:
     nodes: list[Node] = field(default_factory=list)
 
     def start(self, head_cpus: int, workers: list[dict[str, float]], worker_cpus: int) -> Cluster:
+        from ray.util import get_node_ip_address
+
         port, client = free_ports(2)
-        self.address = f"127.0.0.1:{port}"
+        self.address = f"{get_node_ip_address()}:{port}"  # the address the head advertises
         self._spawn("head", [
             "--head", f"--port={port}", f"--num-cpus={head_cpus}", "--num-gpus=0",
             f"--ray-client-server-port={client}", f"--temp-dir={self.root / 'ray'}", "--include-dashboard=false",
         ])  # fmt: skip
         self.wait_for(1)
-        for i, resources in enumerate(workers, start=1):
-            self._spawn(f"worker{i}", [
-                f"--address={self.address}", f"--num-cpus={worker_cpus}", "--num-gpus=0",
-                f"--resources={json.dumps(resources)}",
-            ])  # fmt: skip
-        self.wait_for(1 + len(workers))
+        for i, resources in enumerate(workers, start=1):  # one at a time: raylets starting together time out
+            for attempt in range(3):
+                self._spawn(f"worker{i}", [
+                    f"--address={self.address}", f"--num-cpus={worker_cpus}", "--num-gpus=0",
+                    f"--resources={json.dumps(resources)}",
+                ])  # fmt: skip
+                try:
+                    self.wait_for(1 + i)
+                    break
+                except RuntimeError:  # a loaded machine: the raylet missed its start deadline
+                    failed = self.nodes.pop()
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(failed.proc.pid, signal.SIGKILL)
+                    failed.proc.wait(timeout=30)
+                    if attempt == 2:
+                        raise
         return self
 
     def _spawn(self, name: str, args: list[str]) -> None:
@@ -143,3 +154,60 @@ class Cluster:
 
 def make_root() -> Path:
     return Path(tempfile.mkdtemp(prefix="i18_ray_", dir="/tmp"))
+
+
+SEED_MANIFEST = """name = "knn"
+description = "k nearest neighbours in numpy: light enough for a cluster test on two shared cores."
+protected = ["tests/**"]
+
+[entry]
+solve = ["python3", "solve.py", "{task_dir}"]
+smoke = ["python3", "-c", "import json, solve; json.load(open('knobs.json'))"]
+
+[knobs]
+file = "knobs.json"
+
+[knobs.params.k]
+type = "int"
+low = 1
+high = 25
+
+[knobs.params.scale]
+type = "categorical"
+choices = ["none", "standard"]
+"""
+SEED_SOLVE = """import json, sys
+from pathlib import Path
+
+import numpy as np
+
+
+def main(task):
+    knobs = json.loads((Path(__file__).parent / "knobs.json").read_text())
+    info = json.loads((task / "task.json").read_text())
+    x, test = (np.load(task / n) for n in ("train_x.npy", "test_x.npy"))
+    x, test = x.reshape(len(x), -1).astype(float), test.reshape(len(test), -1).astype(float)
+    y = np.load(task / "train_y.npy").ravel()
+    if knobs["scale"] == "standard":
+        mu, sd = x.mean(0), x.std(0) + 1e-9
+        x, test = (x - mu) / sd, (test - mu) / sd
+    k = min(int(knobs["k"]), len(x))
+    pred = []
+    for row in test:
+        near = y[np.argsort(((x - row) ** 2).sum(1))[:k]]
+        pred.append(np.bincount(near.astype(int)).argmax() if info["kind"] == "classification" else near.mean())
+    np.save(task / "output" / "predictions.npy", np.asarray(pred))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
+"""
+
+
+def write_seed(dest: Path) -> Path:
+    """A knobs-tunable seed whose runs and smoke check take a fraction of a second (no torch)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "agent.toml").write_text(SEED_MANIFEST)
+    (dest / "solve.py").write_text(SEED_SOLVE)
+    (dest / "knobs.json").write_text(json.dumps({"k": 5, "scale": "none"}))
+    return dest
