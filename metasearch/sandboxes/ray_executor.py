@@ -25,6 +25,7 @@ import io
 import logging
 import shutil
 import tarfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +140,7 @@ class RayRunner(Runner):
     """The knobs proposer's options when the study uses it (alone or in ``mix``): its Optuna study lives
     in the host actor."""
     _host: Any = None
+    _host_lock: threading.Lock = field(default_factory=threading.Lock)
     _remotes: dict[str, Any] = field(default_factory=dict)
     _nodes: NodeLog | None = None
 
@@ -146,6 +148,11 @@ class RayRunner(Runner):
 
     @property
     def host(self) -> Any:
+        """The study's one host actor, started by the first job that needs it (jobs start concurrently)."""
+        with self._host_lock:
+            return self._start_host()
+
+    def _start_host(self) -> Any:
         if self._host is None:
             from metasearch.sandboxes.ray_host import start_host
 

@@ -103,7 +103,7 @@ def node_summary(study_dir: Path) -> list[dict[str, Any]]:
         node = r.get("node_id") or starts.get(key, {}).get("node_id") or "unknown"
         entry = row(node)
         entry["done" if r.get("state") == "done" else "failed"] += 1
-        begin, end = float(r["started"]), float(r["ended"])
+        begin, end = float(starts.get(key, {}).get("at", r["started"])), float(r["ended"])  # queueing aside
         entry["cpu_s"] += max(0.0, end - begin) * float(r.get("ask_cpus", 1.0))
         first, last = entry["span"]
         entry["span"] = [
