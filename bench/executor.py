@@ -66,8 +66,9 @@ def run(argv: list[str] | None = None) -> int:
     try:
         remote = ray.remote(sleeper)
         ask = RayTaskResources(num_cpus=1)
-        warm = drive(args.slots, args.slots, lambda: run_task(remote, (0.0,), ask, 300, "warm"))
-        del warm  # the first round starts the worker processes: not what a long study pays per job
+        # Warm-up: rounds of jobs as long as the measured ones make Ray start a worker process per slot
+        # (it starts them lazily, a few at a time); a long study pays that once, not per job.
+        drive(args.slots, 2 * args.slots, lambda: run_task(remote, (max(args.job_s, 1.0),), ask, 300, "warm"))
         on_ray = drive(args.slots, jobs, lambda: run_task(remote, (args.job_s,), ask, 300, "bench"))
     finally:
         ray.shutdown()

@@ -52,6 +52,21 @@ def test_evaluations_run_as_ray_tasks_and_results_reach_the_head(tmp_path: Path)
     assert all(
         (study / "logs" / r["job_id"] / "agent.log").read_text().startswith("# exit_code=0") for r in recorded
     )
+    kinds = {json.loads(x)["kind"] for x in (study / "ray_nodes.jsonl").read_text().splitlines()}
+    assert kinds == {"evaluate", "expand", "smoke"}  # every job kind went through Ray
+    import ray
+
+    from metasearch.sandboxes.ray_executor import stop_ray
+    from metasearch.tracking.heldout import Gate, run_gate
+
+    try:  # the promotion gate's held-out re-evaluations run on the study's Ray too
+        result = run_gate(study, "a00000", Gate("training", 0.0))
+        assert ray.is_initialized()
+    finally:
+        stop_ray()
+    assert len(result.scores) == 2 and not result.errors, result
+    promoted = sorted((study / "logs").glob("promote-*/agent.log"))
+    assert len(promoted) == 2 and all(p.read_text().startswith("# exit_code=0") for p in promoted)
 
 
 def test_a_gpu_request_on_a_cpu_cluster_fails_at_start_naming_both_numbers(tmp_path: Path) -> None:
