@@ -118,3 +118,40 @@ def test_agents_that_use_an_llm_get_a_gateway_on_the_worker(tmp_path: Path) -> N
     ]
     journaled = sum(e["tokens"] for e in events if e["op"] == "usage")
     assert journaled == sum(t["prompt_tokens"] + t["completion_tokens"] for t in transcripts) > 0
+
+
+def test_the_token_budget_holds_for_meta_agents_on_ray_workers(tmp_path: Path) -> None:
+    """The ``llm`` meta-agent runs on Ray workers; every call reserves in the study's host actor, so the
+    journaled spend (what the scripted server reported, call by call) stays within budget.tokens."""
+    import threading
+
+    from metasearch.llm.scripted import ScriptedLLM
+
+    cap = 40_000
+    reported: list[int] = []
+    lock = threading.Lock()
+
+    def script(body: dict[str, object]) -> dict[str, object]:
+        max_tokens = body["max_tokens"]
+        messages = body["messages"]
+        assert isinstance(max_tokens, int) and isinstance(messages, list)
+        words = ("word " * 3000).split()[:max_tokens]
+        with lock:
+            reported.append(sum(len(str(m["content"]).split()) for m in messages) + len(words))
+        return {"content": " ".join(words), "delay_s": 0.5}
+
+    with ScriptedLLM(script) as llm:
+        result = cli(
+            "run", "configs/quickstart.yaml", *BASE, "-o", "proposer={name: llm, mode: diff}",
+            "-o", "study.seed_evaluations=none", "-o", f"llm.base_url={llm.base_url}", "-o", "llm.api_key_env=null",
+            "-o", "llm.max_tokens=3000", "-o", f"budget.tokens={cap}", "-o", "budget.expansions=12",
+            "-o", "tracking.mlflow.enabled=false", "--archive-dir", str(tmp_path), "--study", "raybudget",
+        )  # fmt: skip
+    events = [
+        json.loads(line) for line in (tmp_path / "raybudget" / "journal.jsonl").read_text().splitlines()
+    ]
+    journaled = sum(e["tokens"] for e in events if e["op"] == "usage")
+    assert 0 < journaled == sum(reported) <= cap, (journaled, reported, result.stderr[-2000:])
+    assert "token budget exhausted" in events[-1]["reason"], events[-1]
+    nodes = [json.loads(x) for x in (tmp_path / "raybudget" / "ray_nodes.jsonl").read_text().splitlines()]
+    assert {r["kind"] for r in nodes if r["state"] == "done"} >= {"expand"}
