@@ -69,8 +69,15 @@ def _suite(name: str, options: dict[str, Any]) -> Suite:
 
 
 def _sandbox(options: dict[str, Any], study: str, study_id: str) -> Sandbox:
+    """The job's sandbox on this node. A task Ray gave GPUs (``num_gpus``) hands exactly those to Docker
+    (device requests for those ids), so two tasks on one node never share a GPU Ray kept apart."""
+    import ray
+
     from metasearch.sandboxes.auto import make_sandbox
 
+    granted = [str(int(i)) for i in ray.get_gpu_ids()] if ray.is_initialized() else []
+    if granted and options.get("gpus", "none") != "none":
+        options = {**options, "gpus": granted}
     return make_sandbox(SandboxSection.model_validate(options), study=study, study_id=study_id)
 
 

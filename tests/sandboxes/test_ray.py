@@ -142,7 +142,7 @@ def test_the_token_budget_holds_for_meta_agents_on_ray_workers(tmp_path: Path) -
 
     with ScriptedLLM(script) as llm:
         result = cli(
-            "run", "configs/quickstart.yaml", *BASE, "-o", "proposer={name: llm, mode: diff}",
+            "run", "configs/quickstart.yaml", *BASE, "-o", "proposer={name: llm, mode: diff}", "-o", "scheduler={name: random}",
             "-o", "study.seed_evaluations=none", "-o", f"llm.base_url={llm.base_url}", "-o", "llm.api_key_env=null",
             "-o", "llm.max_tokens=3000", "-o", f"budget.tokens={cap}", "-o", "budget.expansions=12",
             "-o", "tracking.mlflow.enabled=false", "--archive-dir", str(tmp_path), "--study", "raybudget",

@@ -176,6 +176,15 @@ def test_the_quickstart_survives_a_worker_node_dying(cluster: Cluster, tmp_path:
     assert {e["job_id"] for e in events if e["op"] == "job_started"} >= {e["job_id"] for e in lost}
     kinds = Counter(str(r["kind"]) for r in records if r["state"] == "done")
     assert kinds["evaluate"] and kinds["expand"] and kinds["smoke"], kinds
+    status = subprocess.run(
+        [sys.executable, "-m", "metasearch.cli", "status", str(study), "--json"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    nodes = json.loads(status.stdout)["ray_nodes"]
+    assert len(nodes) == 2 and all(n["done"] and n["running"] == 0 for n in nodes), nodes
+    assert sum(n["failed"] for n in nodes) >= len(lost), nodes  # lost jobs count on the node they started on
+    # Times are the head's (a task's report in, its result back): a little past 1 only when slots stay full.
+    assert all(0 < n["utilisation"] <= 1.2 for n in nodes), nodes
 
     # The archive agrees with the journal, git is sound, MLflow mirrors every agent and evaluation.
     repo = study / "repo"
