@@ -153,13 +153,15 @@ def _drive(make: Any) -> None:
 def status(study_dir: StudyDir, json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Counts, budget and best-belief agent of a study (fast; read-only)."""
     from metasearch.report import status_dict
+    from metasearch.sandboxes.ray_nodes import node_lines, node_summary
 
     try:
         data = status_dict(study_dir)
     except MetasearchError as exc:
         raise _fail(exc) from None
+    nodes = node_summary(study_dir)  # only a study run on Ray has any
     if json_:
-        out.print_json(json.dumps(data))
+        out.print_json(json.dumps({**data, **({"ray_nodes": nodes} if nodes else {})}))
         return
     for key, value in data.items():
         if key != "provenance":
@@ -167,6 +169,8 @@ def status(study_dir: StudyDir, json_: Annotated[bool, typer.Option("--json")] =
     # The provenance headline: a self-contained block (see metasearch/provenance.py).
     for key, value in (data.get("provenance") or {}).items():
         out.print(f"[bold]{key:>18}[/]  {value}", highlight=False)
+    for key, value in node_lines(nodes):
+        out.print(f"[bold]{key:>18}[/]  {value}")
 
 
 @app.command("diff-runs")

@@ -134,6 +134,15 @@ class LLMSection(_Strict):
     price_output_per_mtok: float = Field(0.0, ge=0)
 
 
+class RayTaskResources(_Strict):
+    """What one Ray task of a job kind asks of its node."""
+
+    num_cpus: float = Field(1.0, ge=0)
+    num_gpus: float = Field(0.0, ge=0)
+    resources: dict[str, float] = Field(default_factory=dict)
+    """Custom Ray resources (``ray start --resources='{"sandbox": 4}'``), e.g. to keep jobs off the head."""
+
+
 class ExecutorSection(_Strict):
     """Where jobs run: worker threads on this machine, or Ray tasks on a cluster."""
 
@@ -141,9 +150,28 @@ class ExecutorSection(_Strict):
     address: str | None = None
     """Ray cluster address (``auto`` to join a running cluster; ``None`` starts a local one)."""
     num_cpus: float = Field(1.0, gt=0)
+    """Per evaluation task (with ``num_gpus`` and ``resources``)."""
     num_gpus: float = Field(0.0, ge=0)
+    resources: dict[str, float] = Field(default_factory=dict)
+    expand: RayTaskResources = Field(default_factory=RayTaskResources)
+    """Per expansion task (the proposer runs there: a tool loop's or self-modification's sandbox)."""
+    smoke: RayTaskResources = Field(default_factory=RayTaskResources)
+    """Per admission-gate smoke run."""
     wait_timeout_s: float = Field(600.0, gt=0)
     """Every Ray wait has this timeout, so a request the cluster cannot satisfy fails instead of hanging."""
+
+    def for_kind(self, kind: str) -> RayTaskResources:
+        if kind == "evaluate":
+            return RayTaskResources(num_cpus=self.num_cpus, num_gpus=self.num_gpus, resources=self.resources)
+        return self.expand if kind == "expand" else self.smoke
+
+    def requests(self) -> dict[str, dict[str, float]]:
+        """Per job kind, the Ray resources one task asks for (``CPU``, ``GPU`` and custom names)."""
+        out: dict[str, dict[str, float]] = {}
+        for kind in ("evaluate", "expand", "smoke"):
+            ask = self.for_kind(kind)
+            out[kind] = {"CPU": ask.num_cpus, "GPU": ask.num_gpus, **ask.resources}
+        return out
 
 
 class MLflowSection(_Strict):

@@ -23,12 +23,14 @@ class InfrastructureError(MetasearchError):
     """Something outside the candidate failed (Docker daemon down, disk full, LLM upstream down).
 
     The job that met it is abandoned and re-queued, never recorded as a task failure. ``retryable``
-    says whether trying again later may help.
+    says whether trying again later may help; ``transient`` that the job was lost with a machine that
+    went away (a Ray node) and may simply run elsewhere: it does not count toward stopping the study.
     """
 
-    def __init__(self, message: str, *, retryable: bool = True) -> None:
+    def __init__(self, message: str, *, retryable: bool = True, transient: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.transient = transient
 
 
 class SandboxViolation(MetasearchError):

@@ -38,6 +38,8 @@ class InfraFailure:
 
     reason: str
     retryable: bool = True
+    transient: bool = False
+    """Lost with a machine that went away: re-queued without counting toward the failure streak."""
 
 
 Outcome = Evaluated | Expanded | ExpansionRejected | InfraFailure

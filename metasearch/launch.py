@@ -56,6 +56,12 @@ class Launched:
         if self.resolved.config.executor.name == "ray":
             from metasearch.sandboxes.ray_executor import stop_ray
 
+            sweep_nodes = getattr(self.runner, "sweep_nodes", None)
+            try:  # what lost tasks left on the workers' Docker
+                if callable(sweep_nodes):
+                    sweep_nodes()
+            except Exception as exc:  # the cluster may be gone; the study's data is already safe
+                log.warning("could not sweep the Ray nodes' containers: %s", exc)
             stop_ray()
         self.archive.close()
 
@@ -91,6 +97,17 @@ def preflight(resolved: ResolvedConfig) -> list[Path]:
                 "configured: set llm.base_url (or OPENAI_BASE_URL) or llm.serve"
             )
     return seeds
+
+
+def preflight_executor(resolved: ResolvedConfig) -> dict[str, float] | None:
+    """With ``executor.name: ray``: join the cluster and check that it can hold each kind of job (before
+    anything of the study is written). Returns the cluster's resources, or None for local threads."""
+    if resolved.config.executor.name != "ray":
+        return None
+    from metasearch.sandboxes.ray_executor import check_cluster, start_ray
+
+    start_ray(resolved.config.executor)
+    return check_cluster(resolved.config.executor)
 
 
 MODEL_CODE_PROPOSERS = frozenset({"llm", "self"})
@@ -134,6 +151,7 @@ def create(resolved: ResolvedConfig, study_dir: Path, *, callbacks: Sequence[Cal
     if callable(needs):  # e.g. a harness package the suite grades with
         needs()
     resolved.plugins["proposer"].create(study_dir=study_dir, llm=resolved.config.llm)
+    preflight_executor(resolved)
     study_id = uuid.uuid4().hex
     manifests = [load_manifest(path) for path in seeds]
     sandbox = study_sandbox(resolved, study=study_dir.name, study_id=study_id, seeds=manifests)
@@ -178,6 +196,7 @@ def reopen(
     sandbox = study_sandbox(
         resolved, study=index.study or study_dir.name, study_id=study_id_of(index, study_dir), seeds=seeds
     )
+    preflight_executor(resolved)
     suite: Suite = resolved.plugins["suite"].create()
     today = provenance.collect(resolved, suite, sandbox)
     baseline = drift.baseline_record(study_dir, index.drift)
@@ -196,6 +215,17 @@ def reopen(
         archive.release()
         archive.close()
         raise
+
+
+def knobs_options(resolved: ResolvedConfig) -> dict[str, Any] | None:
+    """The knobs proposer's options when the study uses it (alone or as a member of ``mix``), else None."""
+    proposer = resolved.config.proposer
+    if proposer.name == "knobs":
+        return proposer.options()
+    options = proposer.options()
+    if proposer.name == "mix" and "knobs" in (options.get("weights") or {}):
+        return dict((options.get("options") or {}).get("knobs") or {})
+    return None
 
 
 def _seed_manifests(study_dir: Path, index: ArchiveIndex) -> list[str]:
@@ -272,6 +302,8 @@ def _assemble_with(
             sandbox_section=cfg.sandbox.model_copy(update={"name": sandbox.name}),
             suite_name=cfg.suite.name,
             suite_options=cfg.suite.options(),
+            proposer_options=cfg.proposer.options(),
+            knobs_options=knobs_options(resolved),
         )
     else:
         runner = Runner(**common)

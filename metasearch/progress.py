@@ -152,9 +152,42 @@ def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> None:
         if cfg.tracking.mlflow.enabled
         else "off",
     )
+    cluster_error = _executor_row(resolved, table)
     out.print(table)
     for problem in problems:
         out.print(f"[yellow]not ready on this machine:[/] {problem}")
+    if cluster_error is not None:
+        raise cluster_error
+
+
+def _executor_row(resolved: ResolvedConfig, table: Table) -> ConfigError | None:
+    """With Ray: join the cluster and check it can hold each kind of job (the error, if it cannot)."""
+    executor = resolved.config.executor
+    if executor.name != "ray":
+        table.add_row("executor", f"{executor.name} ({resolved.config.study.workers} worker threads)")
+        return None
+    from metasearch import launch
+
+    asks = "; ".join(
+        f"{kind} {', '.join(f'{k}={v:g}' for k, v in ask.items() if v)}"
+        for kind, ask in executor.requests().items()
+    )
+    try:
+        total = launch.preflight_executor(resolved) or {}
+    except ConfigError as exc:
+        table.add_row("executor", f"ray at {executor.address or 'a local instance'}: [red]{exc}[/]")
+        return exc
+    import ray
+
+    nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+    shown = ", ".join(
+        f"{k}={v:g}" for k, v in sorted(total.items()) if not k.startswith(("node:", "memory", "object"))
+    )
+    table.add_row(
+        "executor",
+        f"ray at {executor.address or 'a local instance'}: {nodes} nodes ({shown}); per job: {asks}",
+    )
+    return None
 
 
 def print_summary(launched: Launched, elapsed_s: float, out: Console) -> None:

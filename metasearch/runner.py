@@ -19,13 +19,14 @@ from metasearch.archive import GitArchive
 from metasearch.errors import ArchiveError, ConfigError, InfrastructureError, SandboxViolation
 from metasearch.events import Evaluated, Expanded, ExpansionRejected, InfraFailure, Outcome
 from metasearch.llm.gateway import FORWARDER_PATH, SOCKET_DIR, SOCKET_PATH
-from metasearch.manifest import MANIFEST_NAME, load_manifest, parse_manifest
+from metasearch.llm.usage import BudgetExhausted
+from metasearch.manifest import MANIFEST_NAME, Manifest, load_manifest, parse_manifest
 from metasearch.proposers.base import ProposalContext, ProposalFailed, Proposer
-from metasearch.proposers.gate import GateConfig, check
+from metasearch.proposers.gate import GateConfig, Verdict, check, smoke_check
 from metasearch.sandboxes.protocol import GIT_SAFE_ENV, ExecResult, Limits, Mount, RunSpec, Sandbox
 from metasearch.sandboxes.transfer import copy_nofollow, links_out_of, worktree_tampering
 from metasearch.suites.protocol import Suite, Task, TaskResult, grader_files
-from metasearch.types import Agent, Evaluate, Evaluation, Expand, Job
+from metasearch.types import Agent, Evaluate, Evaluation, Expand, Job, Proposal
 
 if TYPE_CHECKING:
     from metasearch.llm.service import LLMService, RemoteLLM
@@ -60,7 +61,7 @@ class Runner:
             return self.expand(job)
         except InfrastructureError as exc:
             log.warning("job %s: infrastructure error: %s", job.job_id, exc)
-            return InfraFailure(str(exc), retryable=exc.retryable)
+            return InfraFailure(str(exc), retryable=exc.retryable, transient=exc.transient)
         except OSError as exc:  # disk full, permissions on the host: not the candidate's fault
             log.warning("job %s: host error: %s", job.job_id, exc)
             return InfraFailure(f"host error: {exc}")
@@ -116,16 +117,18 @@ class Runner:
         with self.archive.checkout(parent.id) as workspace:
             git_link = (workspace / ".git").read_bytes()
             context = self._context(job, parent, log_dir)
-            try:
-                proposal = self.proposer.propose(parent, workspace, context)
-            except (ProposalFailed, ConfigError, SandboxViolation) as exc:
-                return ExpansionRejected(f"proposer failed: {exc}")
+            proposed = self._propose(parent, workspace, context)
+            if isinstance(proposed, ExpansionRejected):
+                return proposed
+            proposal = proposed
             tampered = worktree_tampering(workspace, git_link)
             if tampered:
                 return ExpansionRejected(f"tampered worktree: {tampered}")
             diff = self.archive.workspace_diff(workspace)
             (log_dir / "proposal.diff").write_text(diff)
-            verdict = check(diff, workspace, parent_manifest, self.sandbox, self.gate, self._labels(job))
+            verdict = check(diff, workspace, parent_manifest, None, self.gate, self._labels(job))
+            if verdict.admitted:
+                verdict = self._smoke(job, workspace, parent_manifest)
             proposal = replace(proposal, diff=diff)
             if self.llm is None and (proposal.tokens or proposal.cost_usd):  # else metered per call
                 self.archive.add_usage(job.job_id, proposal.tokens, proposal.cost_usd)
@@ -143,6 +146,23 @@ class Runner:
             }
             agent = self.archive.add_child(parent.id, workspace, job_id=job.job_id, meta=meta)
         return Expanded(agent, proposal)
+
+    def _propose(
+        self, parent: Agent, workspace: Path, context: ProposalContext
+    ) -> Proposal | ExpansionRejected:
+        """Run the proposer on ``workspace`` (here; the RayRunner runs it on a worker node)."""
+        try:
+            return self.proposer.propose(parent, workspace, context)
+        except (ProposalFailed, ConfigError, SandboxViolation) as exc:
+            return ExpansionRejected(f"proposer failed: {exc}")
+        except BudgetExhausted as exc:  # the job's cap is the candidate's limit; the study's is not
+            if exc.scope == "job":
+                return ExpansionRejected(f"proposer failed: {exc}")
+            raise InfrastructureError(str(exc), retryable=False) from exc
+
+    def _smoke(self, job: Expand, workspace: Path, parent_manifest: Manifest) -> Verdict:
+        """The admission gate's smoke run (here; the RayRunner runs it as a Ray task)."""
+        return smoke_check(workspace, parent_manifest, self.sandbox, self.gate, self._labels(job))
 
     def _context(self, job: Expand, parent: Agent, log_dir: Path) -> ProposalContext:
         index = self.archive.index
@@ -265,7 +285,7 @@ def _check_gateway(gw: Any) -> None:
     """Faults of the LLM path are not the candidate's: they abandon the job instead of scoring it."""
     if gw.upstream_failures:
         raise InfrastructureError(f"LLM upstream unavailable during the job: {gw.last_upstream_error}")
-    if gw.budget_refusals and gw.meter.study_exhausted:
+    if gw.budget_refusals and (gw.study_refusals or gw.meter.study_exhausted):
         raise InfrastructureError(
             "the study's token budget is exhausted (resume with a larger budget.tokens)", retryable=False
         )

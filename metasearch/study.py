@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 
 JobFunction = Callable[[Job], Outcome]
 
+# Jobs lost with their machines (transient failures) in a row before the study stops: a cluster whose
+# nodes keep dying is not worth running on.
+LOST_JOBS_STOP = 32
+
 
 @dataclass
 class StopSignal:
@@ -89,6 +93,7 @@ class Study:
         self._in_flight: dict[str, Job] = {}
         self._started = time.monotonic()
         self._infra_streak = 0
+        self._lost_streak = 0
         self.stop_reason: str | None = None
         self._counted_evaluations = 0  # finished, budget-counting (seeds' initial evaluations are free)
         self._finished_expansions = 0  # admitted children + failed expansions
@@ -219,14 +224,21 @@ class Study:
             if self._in_flight.pop(job.job_id, None) is None:
                 raise MetasearchError(f"tell() for job {job.job_id} that is not in flight")
             if isinstance(outcome, InfraFailure):
-                self._infra_streak += 1
+                if outcome.transient:  # lost with a node: re-queued, and only a long run of these stops
+                    self._lost_streak += 1
+                else:
+                    self._infra_streak += 1
                 self.archive.abandon_job(job.job_id, outcome.reason)
                 self._unreserve(job)
                 events.append(JobAbandoned(job, outcome.reason))
-                if not outcome.retryable or self._infra_streak >= self.max_infra_failures:
+                if (
+                    not outcome.retryable
+                    or self._infra_streak >= self.max_infra_failures
+                    or self._lost_streak >= LOST_JOBS_STOP
+                ):
                     self.stop_reason = f"infrastructure failure: {outcome.reason}"
             else:
-                self._infra_streak = 0
+                self._infra_streak = self._lost_streak = 0
                 events.append(self._apply(job, outcome))
         for event in events:
             self._emit(event)

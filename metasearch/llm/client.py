@@ -3,6 +3,7 @@
 Retries (429, 5xx, timeouts, refused connections) use the ``openai`` package's exponential backoff with
 jitter; when they run out the call raises ``InfrastructureError`` (retryable: the study re-queues the job
 and stops if the endpoint stays down). A 4xx other than 429 is the request's fault and raises ``LLMError``.
+Each call reserves its worst case in the meter first (see ``usage``), so budgets hold under concurrency.
 Replies are bounded (``max_tokens`` on the request, ``max_reply_chars`` on what we keep) and a reply
 without choices is an ``LLMError``, never a crash. One client is shared by all workers: the SDK's HTTP pool
 allows 1,000 concurrent requests, so calls are never serialised.
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import openai
 
 from metasearch.errors import ConfigError, InfrastructureError, MetasearchError
-from metasearch.llm.usage import Prices, TokenMeter
+from metasearch.llm.usage import Hold, Prices, TokenMeter, prompt_bound
 
 if TYPE_CHECKING:
     from metasearch.config import LLMSection
@@ -143,20 +144,30 @@ class LLMClient:
             return result
 
     def _chat(self, messages: list[dict[str, str]], job_id: str | None, kw: dict[str, Any]) -> ChatResult:
-        if self.meter is not None and job_id is not None:
-            self.meter.check(job_id)
         if self.max_tokens is not None:
             kw.setdefault("max_tokens", self.max_tokens)
+        hold: Hold | None = None
+        if self.meter is not None:  # reserve the worst case; the completion cap is clipped to the room left
+            request = {"messages": messages, **kw}
+            hold = self.meter.reserve(job_id or "host", prompt_bound(request), kw.get("max_tokens"))
+            if hold.max_completion is not None:
+                kw["max_tokens"] = hold.max_completion
         started = time.monotonic()
         try:
             reply = self._client.chat.completions.create(model=self.model, messages=messages, **kw)  # type: ignore[arg-type]
         except openai.APIError as exc:
+            self._release(hold)
             raise _as_error(exc, self.base_url) from exc
         except (ValueError, TypeError) as exc:  # a body that is not the JSON the SDK expects
+            self._release(hold)
             raise LLMError(f"{self.base_url}: unreadable reply: {str(exc)[:300]}") from exc
+        except BaseException:
+            self._release(hold)
+            raise
         latency = time.monotonic() - started
         choices = getattr(reply, "choices", None)
         if not choices:
+            self._release(hold)
             raise LLMError(f"{self.base_url}: reply without choices: {str(reply)[:300]}")
         text = choices[0].message.content or ""
         if len(text) > self.max_reply_chars:
@@ -165,10 +176,14 @@ class LLMClient:
         prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion = int(getattr(usage, "completion_tokens", 0) or 0)
         if self.meter is not None:
-            cost = self.meter.charge(job_id or "host", prompt, completion)
+            cost = self.meter.charge(job_id or "host", prompt, completion, hold=hold)
         else:
             cost = self.prices.cost(prompt, completion)
         return ChatResult(text, prompt, completion, cost, reply.model, latency, choices[0].finish_reason)
+
+    def _release(self, hold: Hold | None) -> None:
+        if hold is not None and self.meter is not None:
+            self.meter.release(hold)
 
     def close(self) -> None:
         self._client.close()

@@ -3,8 +3,10 @@
 A sandbox has no network and no secrets. Its only way to a model is the socket this gateway listens on
 (mounted at ``/run/metasearch/llm.sock``). The gateway forwards ``POST /v1/chat/completions``,
 ``POST /v1/completions`` and ``GET /v1/models`` to the upstream endpoint with the key added, fills in the
-model when the agent names none, meters tokens per job against ``TokenMeter`` budgets (an exhausted
-budget is a 403 with a message the agent can read), and appends every call to the job's transcript.
+model when the agent names none, meters tokens per job against ``TokenMeter`` budgets (each call reserves
+its worst case first and its ``max_tokens`` is clipped to the room left, so no budget is ever passed; a call
+that does not fit is a 403 with a message the agent can read), and appends every call to the job's
+transcript.
 Streamed calls (``stream: true``) are relayed event by event; the gateway asks the upstream for the
 final usage event and charges it when the stream ends.
 
@@ -32,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from metasearch.llm.usage import BudgetExhausted, TokenMeter
+from metasearch.llm.usage import BudgetExhausted, Hold, TokenMeter, prompt_bound
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +92,7 @@ class Gateway:
         self.upstream_failures = 0
         self.last_upstream_error: str | None = None
         self.budget_refusals = 0
+        self.study_refusals = 0
         self._lock = threading.Lock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -158,20 +161,36 @@ class Gateway:
             return _error(400, f"request body is not a JSON object: {exc}")
         if self.model and request.get("model") in (None, "", "default"):
             request["model"] = self.model
+        cap_key = "max_completion_tokens" if "max_completion_tokens" in request else "max_tokens"
+        asked = request.get(cap_key)
         try:
-            self.meter.check(self.job_id)
+            hold = self.meter.reserve(
+                self.job_id, prompt_bound(request), int(asked) if isinstance(asked, int | float) else None
+            )
         except BudgetExhausted as exc:
             with self._lock:
                 self.budget_refusals += 1
+                self.study_refusals += exc.scope == "study"
             return _error(403, str(exc), kind="token_budget_exhausted")
-        if request.get("stream"):
-            # Ask for the usage chunk at the end of the stream: it is what the meter charges.
-            request["stream_options"] = {**(request.get("stream_options") or {}), "include_usage": True}
-            return self._forward_stream(route, request)
-        return self._forward(method, route, request, body)
+        if hold.max_completion is not None:
+            request[cap_key] = hold.max_completion
+        try:
+            if request.get("stream"):
+                # Ask for the usage chunk at the end of the stream: it is what the meter charges.
+                request["stream_options"] = {**(request.get("stream_options") or {}), "include_usage": True}
+                return self._forward_stream(route, request, hold)
+            return self._forward(method, route, request, body, hold)
+        except BaseException:
+            self.meter.release(hold)
+            raise
 
     def _forward(
-        self, method: str, route: str, request: dict[str, Any] | None, raw: bytes | None
+        self,
+        method: str,
+        route: str,
+        request: dict[str, Any] | None,
+        raw: bytes | None,
+        hold: Hold | None = None,
     ) -> tuple[int, bytes]:
         headers = self._headers()
         payload = json.dumps(request).encode() if request is not None else None
@@ -192,16 +211,19 @@ class Gateway:
                     502,
                     _error(502, f"upstream reply over {self.max_response_bytes} bytes")[1],
                     started,
+                    hold,
                 )
             if status in RETRY_STATUS:
                 error = f"HTTP {status}: {data[:200].decode('utf-8', 'replace')}"
                 continue
-            return self._record(route, request, status, data, started)
-        return self._upstream_failed(route, request, error, started)
+            return self._record(route, request, status, data, started, hold)
+        return self._upstream_failed(route, request, error, started, hold)
 
     def _upstream_failed(
-        self, route: str, request: dict[str, Any] | None, error: str, started: float
+        self, route: str, request: dict[str, Any] | None, error: str, started: float, hold: Hold | None
     ) -> tuple[int, bytes]:
+        if hold is not None:
+            self.meter.release(hold)
         with self._lock:
             self.upstream_failures += 1
             self.last_upstream_error = error
@@ -210,7 +232,7 @@ class Gateway:
             route, request, 502, _error(502, message, kind="upstream_unavailable")[1], started
         )
 
-    def _forward_stream(self, route: str, request: dict[str, Any]) -> tuple[int, bytes] | Stream:
+    def _forward_stream(self, route: str, request: dict[str, Any], hold: Hold) -> tuple[int, bytes] | Stream:
         """Open the upstream stream, retrying until its first byte (after that nothing can be retried)."""
         payload = json.dumps(request).encode()
         started = time.monotonic()
@@ -232,12 +254,12 @@ class Gateway:
                 if response.status_code in RETRY_STATUS:
                     error = f"HTTP {response.status_code}: {data[:200].decode('utf-8', 'replace')}"
                     continue
-                return self._record(route, request, response.status_code, data, started)
-            return Stream(self._relay(route, request, response, started))
-        return self._upstream_failed(route, request, error, started)
+                return self._record(route, request, response.status_code, data, started, hold)
+            return Stream(self._relay(route, request, response, started, hold))
+        return self._upstream_failed(route, request, error, started, hold)
 
     def _relay(
-        self, route: str, request: dict[str, Any], response: httpx.Response, started: float
+        self, route: str, request: dict[str, Any], response: httpx.Response, started: float, hold: Hold
     ) -> Iterator[bytes]:
         """Pass the events through as they come; meter and record the call when the stream ends.
 
@@ -258,7 +280,7 @@ class Gateway:
             completion = int(usage.get("completion_tokens") or 0)
             if not usage:  # no usage chunk: estimate, so a stream never spends the budget for free
                 prompt, completion = len(json.dumps(request)) // 4, len("".join(text)) // 4 + 1
-            self.meter.charge(self.job_id, prompt, completion)
+            self.meter.settle(hold, prompt, completion)
             with self._lock:
                 self.calls += 1
             self._transcript(route, request, status, started, prompt, completion, "".join(text))
@@ -310,9 +332,16 @@ class Gateway:
             return response.status_code, b"".join(chunks)
 
     def _record(
-        self, route: str, request: dict[str, Any] | None, status: int, data: bytes, started: float
+        self,
+        route: str,
+        request: dict[str, Any] | None,
+        status: int,
+        data: bytes,
+        started: float,
+        hold: Hold | None = None,
     ) -> tuple[int, bytes]:
         prompt = completion = 0
+        settled = False
         if status == 200 and request is not None:
             try:
                 reply = json.loads(data)
@@ -323,9 +352,15 @@ class Gateway:
                 completion = int(usage.get("completion_tokens") or 0)
                 if not usage:  # a server that reports no usage still spends the budget: estimate
                     prompt, completion = len(json.dumps(request)) // 4, len(data) // 4
-                self.meter.charge(self.job_id, prompt, completion)
+                if hold is None:
+                    self.meter.charge(self.job_id, prompt, completion)
+                else:
+                    self.meter.settle(hold, prompt, completion)
+                settled = True
             except (ValueError, AttributeError, TypeError) as exc:
                 status, data = _error(502, f"malformed upstream reply ({exc}): {data[:200]!r}")
+        if hold is not None and not settled:  # refused or unusable: nothing was spent
+            self.meter.release(hold)
         with self._lock:
             self.calls += 1
         self._transcript(route, request, status, started, prompt, completion, data.decode("utf-8", "replace"))

@@ -6,7 +6,8 @@ request body returning a reply. A reply is the text, or a dict: ``{"content": ..
 "delay_s": 0.2, "raw": b"..."}`` (``raw`` sends those bytes as the body, for malformed-reply tests).
 ``stream: true`` requests get server-sent events, one per word, and the usage event when
 ``stream_options.include_usage`` asks for it.
-Token counts are whitespace words, so tests can predict them. Every request is kept in ``requests``.
+Token counts are whitespace words, so tests can predict them; a reply longer than the request's
+``max_tokens`` (or ``max_completion_tokens``) is cut to that many words, with ``finish_reason: length``. Every request is kept in ``requests``.
 
 Run as a program for demos: ``python -m metasearch.llm.scripted --port 8000 --reply "hello"``.
 """
@@ -146,6 +147,9 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self._json(status, {"error": {"message": reply.get("content") or f"scripted HTTP {status}"}})
                 return
             text = str(reply.get("content", ""))
+            cap = body.get("max_completion_tokens") or body.get("max_tokens")
+            if isinstance(cap, int) and len(text.split()) > cap:  # as a real server does: stop at the cap
+                text, reply = " ".join(text.split()[:cap]), {**reply, "finish_reason": "length"}
             chat = path.endswith("chat/completions")
             prompt = count_words(body.get("messages") if chat else body.get("prompt"))
             completion = count_words(text)

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -25,6 +25,7 @@ from metasearch.llm.usage import Prices, TokenMeter
 
 if TYPE_CHECKING:
     from metasearch.config import LLMSection
+    from metasearch.sandboxes.ray_host import LedgerMeter
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,9 @@ class LLMService:
         return self.client.model
 
     @contextmanager
-    def gateway(self, job_id: str, log_dir: Path) -> Iterator[Gateway]:
+    def gateway(self, job_id: str, log_dir: Path, *, job_limit: int | None = None) -> Iterator[Gateway]:
+        """A gateway for one job; ``job_limit`` caps this job's tokens tighter than ``llm.max_tokens_per_job``."""
+        self.meter.limit_job(job_id, job_limit)
         with self._lock:
             if self._http is None:
                 limits = httpx.Limits(max_connections=512, max_keepalive_connections=512)
@@ -125,8 +128,10 @@ class LLMService:
         with gateway:
             yield gateway
 
-    def remote(self) -> RemoteLLM:
-        """The job-sized description of this service that a Ray worker builds its gateway from."""
+    def remote(self, host: Any = None) -> RemoteLLM:
+        """The job-sized description of this service that a Ray worker builds its gateway and client from.
+        With the study's ``host`` actor (see ``ray_host``) every call meters there; without, the worker
+        meters alone against a snapshot of the room left."""
         used = self.meter.study_used_before + self.meter.study.tokens
         limit = self.meter.study_limit
         return RemoteLLM(
@@ -138,6 +143,9 @@ class LLMService:
             timeout_s=self.section.timeout_s,
             retries=self.section.max_retries,
             backoff_s=self.section.retry_backoff_s,
+            max_tokens=self.section.max_tokens,
+            prices=self.meter.prices,
+            host=host,
         )
 
     def close(self) -> None:
@@ -155,9 +163,9 @@ class LLMService:
 
 
 class RemoteLLM:
-    """What a Ray worker needs to give one job a gateway: the endpoint, the key, and the job's share of the
-    budgets. Built on the head (``LLMService.remote``); the worker reports the job's usage back and the
-    head meters and journals it, so ``budget.tokens`` counts calls made on any node."""
+    """What a Ray worker needs to give one job a gateway or an LLM client: the endpoint, the key, and the
+    study's meter (the host actor's ledger, reached through Ray, so budgets hold across nodes). Built on
+    the head (``LLMService.remote``)."""
 
     def __init__(
         self,
@@ -170,26 +178,55 @@ class RemoteLLM:
         timeout_s: float,
         retries: int,
         backoff_s: float,
+        max_tokens: int | None = 4096,
+        prices: Prices | None = None,
+        host: Any = None,
     ) -> None:
         self.base_url = base_url
         self.model = model
         self.api_key = api_key
         self.job_limit = job_limit
         self.study_remaining = study_remaining
+        self.max_tokens = max_tokens
+        self.prices = prices or Prices()
+        self.host = host
         # Made on the worker: a meter holds a lock, which Ray cannot ship.
-        self._meter: TokenMeter | None = None
+        self._meter: TokenMeter | LedgerMeter | None = None
+        self._client: LLMClient | None = None
         self.timeout_s = timeout_s
         self.retries = retries
         self.backoff_s = backoff_s
 
     @property
-    def meter(self) -> TokenMeter:
+    def meter(self) -> Any:
         if self._meter is None:
-            self._meter = TokenMeter(study_limit=self.study_remaining, job_limit=self.job_limit)
+            if self.host is not None:
+                from metasearch.sandboxes.ray_host import LedgerMeter
+
+                self._meter = LedgerMeter(self.host, self.prices)
+            else:
+                self._meter = TokenMeter(study_limit=self.study_remaining, job_limit=self.job_limit)
         return self._meter
 
+    @property
+    def client(self) -> LLMClient:
+        """An LLM client for a proposer running on this worker, metered like the gateways."""
+        if self._client is None:
+            self._client = LLMClient(
+                self.base_url,
+                model=self.model,
+                api_key=self.api_key,
+                timeout_s=self.timeout_s,
+                max_retries=self.retries,
+                max_tokens=self.max_tokens,
+                meter=self.meter,
+                prices=self.prices,
+            )
+        return self._client
+
     @contextmanager
-    def gateway(self, job_id: str, log_dir: Path) -> Iterator[Gateway]:
+    def gateway(self, job_id: str, log_dir: Path, *, job_limit: int | None = None) -> Iterator[Gateway]:
+        self.meter.limit_job(job_id, job_limit)
         with Gateway(
             self.base_url,
             job_id=job_id,

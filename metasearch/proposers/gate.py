@@ -93,19 +93,42 @@ def check(
     dropped = [p for p in parent_manifest.protected if p not in child_manifest.protected]
     if dropped:
         return Verdict(False, f"manifest weakens the gate: unprotects {dropped}")
-    if config.smoke and parent_manifest.entry.smoke and sandbox is not None:
-        spec = RunSpec(
-            command=parent_manifest.command("smoke", agent_dir="/agent"),
-            mounts=(Mount(workspace, "/agent", read_only=True),),
-            workdir="/agent",
-            env={"PYTHONPATH": "/agent", "HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"},
-            limits=Limits(timeout_s=config.smoke_timeout_s),  # the rest: the sandbox's configured limits
-            labels=labels or {},
+    if sandbox is not None:
+        return smoke_check(workspace, parent_manifest, sandbox, config, labels)
+    return Verdict(True)
+
+
+def smoke_spec(
+    workspace: Path, parent_manifest: Manifest, config: GateConfig, labels: dict[str, str] | None = None
+) -> RunSpec | None:
+    """The parent's smoke command run on the child's code, or None when the gate runs no smoke check."""
+    if not (config.smoke and parent_manifest.entry.smoke):
+        return None
+    return RunSpec(
+        command=parent_manifest.command("smoke", agent_dir="/agent"),
+        mounts=(Mount(workspace, "/agent", read_only=True),),
+        workdir="/agent",
+        env={"PYTHONPATH": "/agent", "HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"},
+        limits=Limits(timeout_s=config.smoke_timeout_s),  # the rest: the sandbox's configured limits
+        labels=labels or {},
+    )
+
+
+def smoke_check(
+    workspace: Path,
+    parent_manifest: Manifest,
+    sandbox: Sandbox,
+    config: GateConfig,
+    labels: dict[str, str] | None = None,
+) -> Verdict:
+    """The gate's last check (after the static ones): the parent's smoke command passes on the child."""
+    spec = smoke_spec(workspace, parent_manifest, config, labels)
+    if spec is None:
+        return Verdict(True)
+    result = sandbox.run(spec)
+    if not result.ok:
+        tail = (result.stdout + result.stderr)[-1500:]
+        return Verdict(
+            False, f"smoke check failed ({result.reason or 'exit ' + str(result.exit_code)}): {tail}"
         )
-        result = sandbox.run(spec)
-        if not result.ok:
-            tail = (result.stdout + result.stderr)[-1500:]
-            return Verdict(
-                False, f"smoke check failed ({result.reason or 'exit ' + str(result.exit_code)}): {tail}"
-            )
     return Verdict(True)

@@ -25,6 +25,7 @@ import logging
 import math
 import random
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -75,11 +76,13 @@ class KnobsProposer:
                 )
             return self
 
-    def __init__(self, config: Config, *, study_dir: Path, **_: Any) -> None:
+    def __init__(self, config: Config, *, study_dir: Path, knobs_host: Any = None, **_: Any) -> None:
         self.config = config
         self.storage_path = Path(study_dir) / "optuna.journal"
         self._lock = threading.Lock()
         self._study: optuna.Study | None = None
+        # On a Ray worker: the study's host actor, which keeps the one Optuna study (see ray_host).
+        self.knobs_host = knobs_host
 
     def _optuna(self) -> optuna.Study:
         if self._study is None:
@@ -109,28 +112,46 @@ class KnobsProposer:
             )
         knobs_path = workspace / manifest.knobs.file
         current = _read_knobs(knobs_path)
-        distributions = {name: knob_distribution(k) for name, k in manifest.knobs.params.items()}
-        with self._lock:
-            study = self._optuna()
-            self._sync(study, context)
-            if self.config.mode == "mutate":
-                mutated = self._mutated_values(
-                    current, manifest.knobs.params, distributions, context.job_id, _knob_credit(context)
-                )
-                study.enqueue_trial(mutated, skip_if_exists=False)
-            trial = study.ask(distributions)
-            trial.set_user_attr("job_id", context.job_id)
-            trial.set_user_attr("parent_id", parent.id)
-        values = {**current, **trial.params}
-        changed = {k: v for k, v in trial.params.items() if current.get(k) != v}
+        if self.knobs_host is None:
+            params, number = self.suggest(parent, manifest.knobs.params, current, context)
+        else:
+            import ray
+
+            shipped = replace(  # no sandbox or callables: they stay on this node
+                context,
+                sandbox=None,  # type: ignore[arg-type]
+                extra={"failed_job_ids": context.extra.get("failed_job_ids", ())},
+            )
+            ref = self.knobs_host.suggest_knobs.remote(parent, manifest.knobs.params, current, shipped)
+            params, number = ray.get(ref, timeout=300)
+        values = {**current, **params}
+        changed = {k: v for k, v in params.items() if current.get(k) != v}
         knobs_path.write_text(json.dumps(values, indent=2, sort_keys=True) + "\n")
         summary = "knobs: " + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(changed.items()))
         return Proposal(
             diff="",  # the runner computes the workspace diff
             summary=summary if changed else "knobs: unchanged",
-            rationale=f"Optuna {self.config.sampler} trial {trial.number}",
-            meta={TRIAL_META: trial.number, CHANGED_META: sorted(changed)},
+            rationale=f"Optuna {self.config.sampler} trial {number}",
+            meta={TRIAL_META: number, CHANGED_META: sorted(changed)},
         )
+
+    def suggest(
+        self, parent: Agent, params: dict[str, Knob], current: dict[str, Any], context: ProposalContext
+    ) -> tuple[dict[str, Any], int]:
+        """The next trial's knob values and number (the Optuna study is read and written here only)."""
+        distributions = {name: knob_distribution(k) for name, k in params.items()}
+        with self._lock:
+            study = self._optuna()
+            self._sync(study, context)
+            if self.config.mode == "mutate":
+                mutated = self._mutated_values(
+                    current, params, distributions, context.job_id, _knob_credit(context)
+                )
+                study.enqueue_trial(mutated, skip_if_exists=False)
+            trial = study.ask(distributions)
+            trial.set_user_attr("job_id", context.job_id)
+            trial.set_user_attr("parent_id", parent.id)
+        return dict(trial.params), trial.number
 
     def _mutated_values(
         self,

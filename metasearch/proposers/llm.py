@@ -52,9 +52,9 @@ class ChatModel(Protocol):
 
 
 def _require_endpoint(llm: Any) -> None:
-    from metasearch.llm.service import LLMService, endpoint_configured
+    from metasearch.llm.service import LLMService, RemoteLLM, endpoint_configured
 
-    if not isinstance(llm, LLMService) and (llm is None or not endpoint_configured(llm)):
+    if not isinstance(llm, LLMService | RemoteLLM) and (llm is None or not endpoint_configured(llm)):
         raise ConfigError(
             "llm.base_url: the llm proposer needs an OpenAI-compatible endpoint "
             "(llm.base_url, OPENAI_BASE_URL, or llm.serve)"
@@ -88,9 +88,9 @@ class LLMProposer:
     def model(self) -> ChatModel:
         with self._lock:
             if self._model is None:
-                from metasearch.llm.service import LLMService
+                from metasearch.llm.service import LLMService, RemoteLLM
 
-                if not isinstance(self._llm, LLMService):
+                if not isinstance(self._llm, LLMService | RemoteLLM):
                     raise ConfigError("llm: the llm proposer was built without the study's LLM service")
                 self._model = self._llm.client
             return self._model

@@ -28,12 +28,14 @@ class SelfModifyProposer:
         model_config = ConfigDict(extra="forbid")
         timeout_s: float = Field(1800, gt=0)
         max_tokens_per_job: int | None = Field(None, ge=1)
+        """This proposer's cap on one self-modification's tokens, enforced by its gateway (the tighter of
+        this and ``llm.max_tokens_per_job`` applies)."""
         context_chars: int = Field(30_000, ge=1_000)
 
     def __init__(self, config: Config, *, study_dir: Path, llm: Any = None, **_: Any) -> None:
-        from metasearch.llm.service import LLMService, endpoint_configured
+        from metasearch.llm.service import LLMService, RemoteLLM, endpoint_configured
 
-        if not isinstance(llm, LLMService) and (llm is None or not endpoint_configured(llm)):
+        if not isinstance(llm, LLMService | RemoteLLM) and (llm is None or not endpoint_configured(llm)):
             raise ConfigError(
                 "llm.base_url: self-modification needs an OpenAI-compatible endpoint for the agent's gateway "
                 "(llm.base_url, OPENAI_BASE_URL, or llm.serve)"
@@ -59,15 +61,17 @@ class SelfModifyProposer:
         if manifest.entry.self_improve is None:
             raise ProposalFailed(f"agent {manifest.name!r} declares no self_improve entry point")
         from metasearch.llm.gateway import FORWARDER_PATH, SOCKET_DIR, SOCKET_PATH
-        from metasearch.llm.service import LLMService
+        from metasearch.llm.service import LLMService, RemoteLLM
 
-        if not isinstance(self.llm, LLMService):
+        if not isinstance(self.llm, LLMService | RemoteLLM):
             raise ConfigError("llm: the self proposer was built without the study's LLM service")
         problem_dir = Path(tempfile.mkdtemp(prefix="ms-problem-", dir=context.log_dir))
         (problem_dir / "problem.md").write_text(self.problem_statement(parent, context))
         problem_dir.chmod(0o755)
         (problem_dir / "problem.md").chmod(0o644)
-        with self.llm.gateway(context.job_id, context.log_dir) as gateway:
+        with self.llm.gateway(
+            context.job_id, context.log_dir, job_limit=self.config.max_tokens_per_job
+        ) as gateway:
             assert gateway.mount_dir is not None
             spec = RunSpec(
                 command=manifest.command(

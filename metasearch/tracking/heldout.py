@@ -106,9 +106,15 @@ def run_gate(
         labels = {"metasearch.study": archive.study, "metasearch.role": "promotion"}
         try:
             with archive.checkout(agent_id) as agent_dir:
+                on_ray = None
+                if cfg.executor.name == "ray" and sandbox is None:  # the study's cluster runs them
+                    on_ray = _on_ray(archive, agent_id, tasks, cfg, gate.suite, options, box.name, labels)
                 for task in tasks:
                     log_dir = archive.log_dir(f"promote-{new_job_id()}")
-                    result = evaluate_in_sandbox(agent_dir, task, suite, box, limits, labels, log_dir)
+                    if on_ray is not None:
+                        result = on_ray[task.id](log_dir)
+                    else:
+                        result = evaluate_in_sandbox(agent_dir, task, suite, box, limits, labels, log_dir)
                     scores[task.id] = float(result.score)
                     if result.flags:
                         flags[task.id] = list(result.flags)
@@ -120,3 +126,64 @@ def run_gate(
             if sandbox is None and callable(sweep):
                 sweep()
     return GateResult(gate.suite, gate.threshold, subset, scores, errors, flags)
+
+
+def _on_ray(
+    archive: Any,
+    agent_id: str,
+    tasks: list[Any],
+    cfg: Any,
+    suite_name: str,
+    suite_options: dict[str, Any],
+    sandbox_name: str,
+    labels: dict[str, str],
+) -> dict[str, Any]:
+    """Re-evaluate on the study's Ray cluster, every task at once (as evaluation tasks, with the study's
+    ``executor`` request); per task, a function writing the logs into a log folder and returning the grade."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import ray
+
+    from metasearch.errors import InfrastructureError
+    from metasearch.sandboxes import ray_jobs
+    from metasearch.sandboxes.ray_executor import run_task, start_ray
+    from metasearch.suites.protocol import TaskResult
+
+    start_ray(cfg.executor)
+    remote = ray.remote(ray_jobs.evaluate)
+    code = archive.archive_bytes(agent_id)
+    sandbox = cfg.sandbox.model_copy(update={"name": sandbox_name}).model_dump()
+    study = f"{archive.study}-promote"
+
+    def one(task: Any) -> dict[str, Any]:
+        args = (
+            None,
+            code,
+            task,
+            suite_name,
+            suite_options,
+            sandbox,
+            study,
+            archive.study_id,
+            Limits(),
+            labels,
+        )
+        out: dict[str, Any] = run_task(
+            remote, args, cfg.executor.for_kind("evaluate"), cfg.executor.wait_timeout_s, "promote"
+        )
+        return out
+
+    with ThreadPoolExecutor(max(1, len(tasks))) as pool:
+        outs = dict(zip([t.id for t in tasks], pool.map(one, tasks), strict=True))
+
+    def result_of(task_id: str) -> Any:
+        def write(log_dir: Path) -> TaskResult:
+            out = outs[task_id]
+            ray_jobs.unpack(out["logs"], log_dir)
+            if out.get("infra"):
+                raise InfrastructureError(out["infra"]["message"], retryable=out["infra"]["retryable"])
+            return TaskResult(out["score"], out["metrics"], tuple(out["flags"]), out["error"])
+
+        return write
+
+    return {t.id: result_of(t.id) for t in tasks}

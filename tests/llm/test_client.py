@@ -68,14 +68,18 @@ def test_huge_replies_are_bounded() -> None:
 
 
 def test_budgets_are_enforced_before_the_call() -> None:
-    meter = TokenMeter(job_limit=10)
+    """A call reserves its prompt's bound (20 bytes + 8 per message + 8 = 44) plus its completion cap,
+    clipped to the room left, so the job never spends past its cap."""
+    meter = TokenMeter(job_limit=60)
     with ScriptedLLM(["one two three four five six seven eight"]) as llm:
         client = LLMClient(llm.base_url, model="m", meter=meter)
-        client.chat(MESSAGES, job_id="j")  # 5 + 8 = 13 tokens: starts under budget, ends over
-        with pytest.raises(BudgetExhausted, match="job: 13 of 10"):
+        assert client.chat(MESSAGES, job_id="j").completion_tokens == 8  # max_tokens 16: 5 + 8 = 13
+        short = client.chat(MESSAGES, job_id="j")  # room 47: max_tokens 3
+        assert llm.requests[-1]["max_tokens"] == 3 and short.finish_reason == "length"
+        with pytest.raises(BudgetExhausted, match="job: 21 of 60"):
             client.chat(MESSAGES, job_id="j")
         client.chat(MESSAGES, job_id="other")  # another job has its own budget
-        assert len(llm.requests) == 2
+        assert len(llm.requests) == 3 and meter.held == 0
 
 
 def test_calls_from_many_threads_reach_the_server_at_once() -> None:

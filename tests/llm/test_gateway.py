@@ -72,20 +72,33 @@ def test_the_upstream_key_is_sent_upstream_only() -> None:
 
 
 def test_job_and_study_budgets_refuse_with_a_clear_error() -> None:
+    """Each call reserves its worst case: the prompt's bound (2 bytes of "hi" + 8 per message + 8 = 18)
+    plus the completion tokens left, which become its max_tokens; a call that does not fit is refused."""
     with ScriptedLLM(["one two three four five"]) as llm:
-        meter = TokenMeter(job_limit=8, study_limit=20)
+        meter = TokenMeter(job_limit=30, study_limit=40)
         with Gateway(llm.base_url, job_id="a", meter=meter) as gw:
             assert call(str(gw.socket_path), chat_body("hi"))[0] == 200  # 1 + 5 = 6
-            assert call(str(gw.socket_path), chat_body("hi"))[0] == 200  # 12: over, but started under
-            status, err = call(str(gw.socket_path), chat_body("hi"))
+            assert llm.requests[-1]["max_tokens"] == 30 - 18
+            assert call(str(gw.socket_path), chat_body("hi"))[0] == 200  # 12
+            status, err = call(str(gw.socket_path), chat_body("hi"))  # room 18 < 18 + 1
             assert status == 403 and err["error"]["type"] == "token_budget_exhausted"
-            assert "job: 12 of 8 tokens" in err["error"]["message"] and gw.budget_refusals == 1
+            assert "job: 12 of 30 tokens" in err["error"]["message"] and gw.budget_refusals == 1
         with Gateway(llm.base_url, job_id="b", meter=meter) as gw:
             assert call(str(gw.socket_path), chat_body("hi"))[0] == 200  # study at 18
-            assert call(str(gw.socket_path), chat_body("hi"))[0] == 200  # study at 24
-            status, err = call(str(gw.socket_path), chat_body("hi"))
-            assert status == 403 and "study" in err["error"]["message"] and meter.study_exhausted
-        assert len(llm.requests) == 4
+            assert call(str(gw.socket_path), chat_body("hi"))[0] == 200  # room 22: max_tokens 4, at 23
+            assert llm.requests[-1]["max_tokens"] == 4
+            status, err = call(str(gw.socket_path), chat_body("hi"))  # room 17
+            assert status == 403 and "study: 23 of 40" in err["error"]["message"] and gw.study_refusals == 1
+        assert len(llm.requests) == 4 and meter.study.tokens == 23 and meter.held == 0
+
+
+def test_the_completion_is_capped_to_the_room_left() -> None:
+    with ScriptedLLM(["one two three four five"]) as llm:
+        meter = TokenMeter(job_limit=22)
+        with Gateway(llm.base_url, job_id="a", meter=meter) as gw:
+            status, reply = call(str(gw.socket_path), {**chat_body("hi"), "max_tokens": 100})
+        assert status == 200 and llm.requests[-1]["max_tokens"] == 4
+        assert reply["choices"][0]["finish_reason"] == "length" and meter.job("a").tokens == 1 + 4
 
 
 def test_an_upstream_outage_is_retried_then_reported() -> None:
@@ -145,7 +158,7 @@ def test_the_forwarder_gives_an_openai_client_a_tcp_base_url() -> None:
 
 def test_streams_are_relayed_event_by_event_and_metered(tmp_path: Path) -> None:
     """An `openai` client with stream=True through the forwarder: text arrives in pieces, usage is charged."""
-    meter = TokenMeter(job_limit=20)
+    meter = TokenMeter(job_limit=40)
     with ScriptedLLM(["one two three four five"]) as llm:
         with Gateway(llm.base_url, job_id="j", meter=meter, transcript_path=tmp_path / "llm.jsonl") as gw:
             assert gw.mount_dir is not None
@@ -170,7 +183,9 @@ def test_streams_are_relayed_event_by_event_and_metered(tmp_path: Path) -> None:
                 client.chat.completions.create(
                     model="m", messages=[{"role": "user", "content": "again"}], stream=True
                 ).close()
-                with pytest.raises(openai.PermissionDeniedError, match="token budget"):  # 12 + ... > 20
+                with pytest.raises(
+                    openai.PermissionDeniedError, match="token budget"
+                ):  # 12 + 6 + 6: room 16 < 17 + 1
                     for _ in range(3):
                         list(
                             client.chat.completions.create(
