@@ -59,7 +59,10 @@ def run(
     archive_dir: Annotated[
         Path | None, typer.Option(help="Where studies live (default: archive_dir).")
     ] = None,
-    dry_run: Annotated[bool, typer.Option(help="Validate and print the plan; start nothing.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(help="Print the plan and what this machine lacks; exit 0 only if `run` would start."),
+    ] = False,
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
 ) -> None:
     """Start a new search study from CONFIG."""
@@ -71,10 +74,9 @@ def run(
         resolved = load_config(config, override or [])
         study_dir = launch.study_dir_for(resolved, str(archive_dir) if archive_dir else None, study)
         if dry_run:
-            from metasearch.progress import print_plan
+            from metasearch.readiness import dry_run as check_run
 
-            print_plan(resolved, study_dir, out)
-            return
+            raise typer.Exit(check_run(resolved, study_dir, out))
         if study_dir.exists() and any(study_dir.iterdir()):
             raise MetasearchError(
                 f"{study_dir} already exists; resume it with `metasearch resume {study_dir}` or pick --study"
@@ -139,6 +141,16 @@ def _drive(make: Any) -> None:
         launched.close()
     if launched.study.stop_reason and launched.study.stop_reason.startswith("infrastructure"):
         raise typer.Exit(3)
+
+
+@app.command()
+def doctor() -> None:
+    """What this machine offers a study: Docker, the sandbox image, GPUs, vLLM, Ray, an LLM endpoint."""
+    from metasearch.readiness import machine_checks, missing, render
+
+    checks = machine_checks()
+    render(checks, out, "this machine")
+    raise typer.Exit(1 if missing(checks) else 0)
 
 
 @app.command()

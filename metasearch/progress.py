@@ -110,23 +110,23 @@ def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> None:
     from metasearch.sandboxes.images import default_image_tag
 
     cfg = resolved.config
-    seeds = launch.preflight(resolved)
-    problems: list[str] = []
     table = Table(title=f"plan for study {study_dir}", show_header=False)
-    table.add_row("seeds", ", ".join(str(s) for s in seeds))
-    try:  # data and harnesses live on the machine that runs the study: report, do not fail
+    seeds = []
+    for name in cfg.study.seeds:
+        try:
+            seeds.append(str(launch.resolve_seed(name)))
+        except ConfigError:
+            seeds.append(f"{name} [yellow](not found)[/]")
+    table.add_row("seeds", ", ".join(seeds))
+    try:  # data and harnesses live on the machine that runs the study: the readiness checks report them
         suite = resolved.plugins["suite"].create()
-        needs = getattr(suite, "needs", None)
-        if callable(needs):
-            needs()
         tasks = list(suite.tasks())
         shown = ", ".join(t.id for t in tasks[:6]) + (" …" if len(tasks) > 6 else "")
         note = getattr(suite, "plan_note", None)  # e.g. which device a suite grades on
         detail = f"; {note()}" if callable(note) else ""
         table.add_row("suite", f"{suite.name} ({len(tasks)} tasks: {shown}{detail})")
-    except ConfigError as exc:
-        problems.append(str(exc))
-        table.add_row("suite", f"{cfg.suite.name} {cfg.suite.options()} [yellow](not ready here: {exc})[/]")
+    except ConfigError:
+        table.add_row("suite", f"{cfg.suite.name} {cfg.suite.options()} [yellow](not ready here)[/]")
     table.add_row("scheduler", f"{cfg.scheduler.name} {resolved.plugins['scheduler'].config.model_dump()}")
     table.add_row("proposer", f"{cfg.proposer.name} {resolved.plugins['proposer'].config.model_dump()}")
     table.add_row(
@@ -153,8 +153,6 @@ def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> None:
         else "off",
     )
     out.print(table)
-    for problem in problems:
-        out.print(f"[yellow]not ready on this machine:[/] {problem}")
 
 
 def print_summary(launched: Launched, elapsed_s: float, out: Console) -> None:
