@@ -155,18 +155,17 @@ def doctor() -> None:
 
 @app.command()
 def status(study_dir: StudyDir, json_: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Counts, budget and best-belief agent of a study (fast; read-only)."""
+    """Budget used, agents by state, best-belief agent and running jobs of a study (fast; read-only)."""
     from metasearch.report import status_dict
+    from metasearch.status_view import print_status
 
     try:
-        data = status_dict(study_dir)
+        if json_:
+            out.print_json(json.dumps(status_dict(study_dir)))
+        else:
+            print_status(study_dir, out)
     except MetasearchError as exc:
         raise _fail(exc) from None
-    if json_:
-        out.print_json(json.dumps(data))
-        return
-    for key, value in data.items():
-        out.print(f"[bold]{key:>18}[/]  {value}")
 
 
 @app.command()
