@@ -9,11 +9,9 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from studies import make_study
 
-from metasearch.archive import GitArchive
-from metasearch.config import load_config
 from metasearch.status_view import duration, print_status
-from metasearch.types import Evaluate, Evaluation, Expand
 
 ROOT = Path(__file__).resolve().parents[2]
 JSON_KEYS = [
@@ -27,23 +25,6 @@ JSON_KEYS = [
     "best",
     "finished",
 ]
-
-
-def make_study(tmp_path: Path) -> tuple[Path, GitArchive]:
-    """A real study: the quickstart's config, the trainer seed, two evaluations, two open jobs."""
-    resolved = load_config(
-        ROOT / "configs" / "quickstart.yaml", ["budget.evaluations=8", "budget.tokens=1000"]
-    )
-    study = tmp_path / "s"
-    archive = GitArchive.create(study, study="s", config_text=resolved.to_yaml())
-    seed = archive.add_seed("trainer", ROOT / "seeds" / "trainer", job_id="seed-trainer")
-    for i, task in enumerate(("training/xor", "training/spirals")):
-        archive.record(Evaluation(job_id=f"ev{i}", agent_id=seed.id, task_id=task, score=0.5 + 0.25 * i))
-    archive.add_usage("ev0", 250, 0.0)
-    archive.heartbeat()
-    archive.start_job(Evaluate(agent_id=seed.id, task_id="training/regression", job_id="job-eval"))
-    archive.start_job(Expand(parent_id=seed.id, job_id="job-expand"))
-    return study, archive
 
 
 def cells(line: str) -> list[str]:
