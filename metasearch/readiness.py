@@ -232,8 +232,8 @@ def config_checks(resolved: ResolvedConfig, study_dir: Path) -> list[Check]:
         if manifest.resources.llm and not endpoint_configured(cfg.llm):
             why = f"seed {manifest.name!r} uses an LLM (resources.llm = true) and no endpoint is configured"
             checks.append(Check("LLM endpoint", "missing", why, _llm_fix()))
-    checks.extend(_llm_checks(cfg.llm))
-    untrusted = launch.model_code(resolved, manifests)
+    untrusted = launch.model_code(resolved, manifests)  # also: why the study calls the LLM, or None
+    checks.extend(_llm_checks(cfg.llm, needed=untrusted is not None))
     checks.extend(_sandbox_checks(cfg.sandbox, cfg.llm, untrusted))
     if cfg.executor.name == "ray":
         checks.append(ray_cluster(cfg.executor.address))
@@ -287,7 +287,9 @@ def _suite_checks(resolved: ResolvedConfig) -> list[Check]:
     return checks
 
 
-def _llm_checks(section: LLMSection) -> list[Check]:
+def _llm_checks(section: LLMSection, *, needed: bool) -> list[Check]:
+    """A managed vLLM server starts with every run, so it is checked always; an endpoint only when the
+    study calls it (``needed``: an LLM proposer or a seed that uses one)."""
     serve = section.serve
     if serve is not None:
         python = serve.python or sys.executable
@@ -308,7 +310,7 @@ def _llm_checks(section: LLMSection) -> list[Check]:
         checks.append(gpu_check(len(set(serve.gpus)), f"llm.serve.gpus {serve.gpus}", "GPUs (model server)"))
         return checks
     base = section.base_url or os.environ.get("OPENAI_BASE_URL")
-    return [endpoint(base, section.api_key_env)] if base else []
+    return [endpoint(base, section.api_key_env)] if base and needed else []
 
 
 def _sandbox_checks(section: SandboxSection, llm: LLMSection, untrusted: str | None) -> list[Check]:

@@ -273,7 +273,10 @@ class DockerSandbox:
         try:
             container.remove(force=True)
         except Exception as exc:  # already gone, or the daemon went away: the next sweep gets it
-            if "No such container" not in str(exc) and "already in progress" not in str(exc):
+            if "already in progress" in str(exc):  # the engine's auto_remove: wait for it, as remove does
+                with contextlib.suppress(Exception):
+                    container.wait(condition="removed", timeout=60)
+            elif "No such container" not in str(exc):
                 log.warning("could not remove container %s: %s", getattr(container, "short_id", "?"), exc)
 
 

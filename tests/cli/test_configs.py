@@ -97,11 +97,18 @@ def test_dry_run(config: Path, tmp_path: Path) -> None:
         assert "ray cluster" in joined and "ray start --head" in joined
 
 
+def llm_config(tmp_path: Path) -> Path:
+    """The llm proposer on the trainer seed, as plain processes (so Docker does not decide readiness)."""
+    config = tmp_path / "llm.yaml"
+    config.write_text("study: {name: x}\nproposer: {name: llm}\nsandbox: {name: local}\n")
+    return config
+
+
 def test_unreachable_endpoint_and_ray_address_are_named(tmp_path: Path) -> None:
     with socket_nobody_listens() as port:
         result = dry_run(
-            ROOT / "configs" / "quickstart.yaml",
-            tmp_path,
+            llm_config(tmp_path),
+            tmp_path / "archive",
             "-o",
             f"llm.base_url=http://127.0.0.1:{port}/v1",
             "-o",
@@ -113,15 +120,25 @@ def test_unreachable_endpoint_and_ray_address_are_named(tmp_path: Path) -> None:
     gaps = missing_lines(result.stdout)
     assert any(k.startswith("LLM endpoint:") and "unreachable" in k for k in gaps), gaps
     assert any(k.startswith("ray cluster:") and f"127.0.0.1:{port} unreachable" in k for k in gaps), gaps
+    assert len(gaps) == 2, gaps
 
 
 def test_an_answering_endpoint_is_ready(tmp_path: Path) -> None:
     from metasearch.llm.scripted import ScriptedLLM
 
     with ScriptedLLM(["hi"]) as llm:
-        result = dry_run(ROOT / "configs" / "quickstart.yaml", tmp_path, "-o", f"llm.base_url={llm.base_url}")
+        result = dry_run(llm_config(tmp_path), tmp_path / "archive", "-o", f"llm.base_url={llm.base_url}")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "LLM endpoint" in result.stdout and "answers" in result.stdout
+    assert "answers" in next(line for line in result.stdout.splitlines() if "LLM endpoint" in line)
+
+
+def test_an_endpoint_nothing_calls_is_not_checked(tmp_path: Path) -> None:
+    """``run`` starts without contacting an endpoint the study never calls (the knobs quickstart)."""
+    with socket_nobody_listens() as port:
+        result = dry_run(
+            ROOT / "configs" / "quickstart.yaml", tmp_path, "-o", f"llm.base_url=http://127.0.0.1:{port}/v1"
+        )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_llm_proposer_without_an_endpoint_is_missing(tmp_path: Path) -> None:
