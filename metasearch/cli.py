@@ -148,7 +148,8 @@ def doctor() -> None:
     """What this machine offers a study: Docker, the sandbox image, GPUs, vLLM, Ray, an LLM endpoint.
 
     A report (exit 0); whether a given config can run here is `run CONFIG --dry-run`'s exit status."""
-    from metasearch.readiness import machine_checks, render
+    from metasearch.machine import machine_checks
+    from metasearch.readiness import render
 
     render(machine_checks(), out, "this machine")
 

@@ -165,7 +165,7 @@ def test_docker_that_does_not_answer(tmp_path: Path) -> None:
 
 
 def test_missing_image_names_the_command(tmp_path: Path) -> None:
-    from metasearch.readiness import build_command
+    from metasearch.machine import build_command
     from metasearch.sandboxes.images import default_image_tag
 
     assert build_command(default_image_tag()) == "metasearch images build"
