@@ -52,7 +52,8 @@ def config_checks(resolved: ResolvedConfig, study_dir: Path) -> list[Check]:
     try:
         resolved.plugins["proposer"].create(study_dir=study_dir, llm=cfg.llm)
     except ConfigError as exc:
-        checks.append(Check("proposer", "missing", str(exc), _llm_fix()))
+        fix = _llm_fix() if "llm" in str(exc) else f"fix proposer.{cfg.proposer.name} in the config"
+        checks.append(Check("proposer", "missing", str(exc), fix))
     for manifest in manifests:
         if manifest.resources.llm and not endpoint_configured(cfg.llm):
             why = f"seed {manifest.name!r} uses an LLM (resources.llm = true) and no endpoint is configured"
@@ -66,50 +67,32 @@ def config_checks(resolved: ResolvedConfig, study_dir: Path) -> list[Check]:
 
 
 def _suite_checks(resolved: ResolvedConfig) -> list[Check]:
+    """The suite builds (its dataset is there), its harness is installed (``needs``), it lists tasks."""
     cfg = resolved.config
+    name = f"suite {cfg.suite.name}"
+
+    def gap(exc: ConfigError, what: str = name) -> Check:
+        return Check(what, "missing", str(exc), _key_fix(str(exc), cfg.suite.name, cfg.suite.options()))
+
     try:
         suite = resolved.plugins["suite"].create()
     except ConfigError as exc:
-        return [
-            Check(
-                f"suite {cfg.suite.name}",
-                "missing",
-                str(exc),
-                _key_fix(str(exc), cfg.suite.name, cfg.suite.options()),
-            )
-        ]
+        return [gap(exc)]
     checks = []
     needs = getattr(suite, "needs", None)
     try:
         if callable(needs):
             needs()
     except ConfigError as exc:
-        checks.append(
-            Check(
-                f"suite {cfg.suite.name}",
-                "missing",
-                str(exc),
-                _key_fix(str(exc), cfg.suite.name, cfg.suite.options()),
-            )
-        )
+        checks.append(gap(exc))
     try:
         tasks = list(suite.tasks())
     except ConfigError as exc:
-        return [
-            *checks,
-            Check(
-                f"suite {cfg.suite.name} tasks",
-                "missing",
-                str(exc),
-                _key_fix(str(exc), cfg.suite.name, cfg.suite.options()),
-            ),
-        ]
+        return [*checks, gap(exc, f"{name} tasks")]
     if not tasks:
         why = f"{cfg.suite.name!r} lists no tasks for this configuration"
-        return [*checks, Check(f"suite {cfg.suite.name} tasks", "missing", why, "change suite.subset")]
-    if not checks:
-        checks.append(Check(f"suite {cfg.suite.name}", "ok", f"{len(tasks)} tasks"))
-    return checks
+        return [*checks, Check(f"{name} tasks", "missing", why, "change suite.subset")]
+    return checks or [Check(name, "ok", f"{len(tasks)} tasks")]
 
 
 def _llm_checks(section: LLMSection, *, needed: bool) -> list[Check]:
