@@ -61,7 +61,10 @@ def run(
     archive_dir: Annotated[
         Path | None, typer.Option(help="Where studies live (default: archive_dir).")
     ] = None,
-    dry_run: Annotated[bool, typer.Option(help="Validate and print the plan; start nothing.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(help="Print the plan and what this machine lacks; exit 0 only if `run` would start."),
+    ] = False,
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
 ) -> None:
     """Start a new search study from CONFIG."""
@@ -73,10 +76,9 @@ def run(
         resolved = load_config(config, override or [])
         study_dir = launch.study_dir_for(resolved, str(archive_dir) if archive_dir else None, study)
         if dry_run:
-            from metasearch.progress import print_plan
+            from metasearch.readiness import dry_run as check_run
 
-            print_plan(resolved, study_dir, out)
-            return
+            raise typer.Exit(check_run(resolved, study_dir, out))
         if study_dir.exists() and any(study_dir.iterdir()):
             raise MetasearchError(
                 f"{study_dir} already exists; resume it with `metasearch resume {study_dir}` or pick --study"
@@ -150,25 +152,31 @@ def _drive(make: Any) -> None:
 
 
 @app.command()
+def doctor() -> None:
+    """What this machine offers a study: Docker, the sandbox image, GPUs, vLLM, Ray, an LLM endpoint.
+
+    A report (exit 0); whether a given config can run here is `run CONFIG --dry-run`'s exit status."""
+    from metasearch.machine import machine_checks
+    from metasearch.readiness import render
+
+    render(machine_checks(), out, "this machine")
+
+
+@app.command()
 def status(study_dir: StudyDir, json_: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Counts, budget and best-belief agent of a study (fast; read-only)."""
+    """Budget used, agents by state, best-belief agent and running jobs of a study (fast; read-only)."""
     from metasearch.report import status_dict
     from metasearch.sandboxes.ray_nodes import node_lines, node_summary
+    from metasearch.status_view import print_status
 
     try:
-        data = status_dict(study_dir)
+        nodes = node_summary(study_dir)  # only a study run on Ray has any
+        if json_:
+            out.print_json(json.dumps({**status_dict(study_dir), **({"ray_nodes": nodes} if nodes else {})}))
+            return
+        print_status(study_dir, out)
     except MetasearchError as exc:
         raise _fail(exc) from None
-    nodes = node_summary(study_dir)  # only a study run on Ray has any
-    if json_:
-        out.print_json(json.dumps({**data, **({"ray_nodes": nodes} if nodes else {})}))
-        return
-    for key, value in data.items():
-        if key != "provenance":
-            out.print(f"[bold]{key:>18}[/]  {value}")
-    # The provenance headline: a self-contained block (see metasearch/provenance.py).
-    for key, value in (data.get("provenance") or {}).items():
-        out.print(f"[bold]{key:>18}[/]  {value}", highlight=False)
     for key, value in node_lines(nodes):
         out.print(f"[bold]{key:>18}[/]  {value}")
 

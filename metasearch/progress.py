@@ -104,29 +104,29 @@ def _agent_stats(study: Study, agent_id: str) -> tuple[float, int] | None:
     return (sum(scores) / len(scores), len(scores)) if scores else None
 
 
-def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> None:
+def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> ConfigError | None:
     """What a run would do, without starting anything (the ``--dry-run`` output)."""
     from metasearch import launch
     from metasearch.sandboxes.images import default_image_tag
 
     cfg = resolved.config
-    seeds = launch.preflight(resolved)
-    problems: list[str] = []
     table = Table(title=f"plan for study {study_dir}", show_header=False)
-    table.add_row("seeds", ", ".join(str(s) for s in seeds))
-    try:  # data and harnesses live on the machine that runs the study: report, do not fail
+    seeds = []
+    for name in cfg.study.seeds:
+        try:
+            seeds.append(str(launch.resolve_seed(name)))
+        except ConfigError:
+            seeds.append(f"{name} [yellow](not found)[/]")
+    table.add_row("seeds", ", ".join(seeds))
+    try:  # data and harnesses live on the machine that runs the study: the readiness checks report them
         suite = resolved.plugins["suite"].create()
-        needs = getattr(suite, "needs", None)
-        if callable(needs):
-            needs()
         tasks = list(suite.tasks())
         shown = ", ".join(t.id for t in tasks[:6]) + (" …" if len(tasks) > 6 else "")
         note = getattr(suite, "plan_note", None)  # e.g. which device a suite grades on
         detail = f"; {note()}" if callable(note) else ""
         table.add_row("suite", f"{suite.name} ({len(tasks)} tasks: {shown}{detail})")
-    except ConfigError as exc:
-        problems.append(str(exc))
-        table.add_row("suite", f"{cfg.suite.name} {cfg.suite.options()} [yellow](not ready here: {exc})[/]")
+    except ConfigError:
+        table.add_row("suite", f"{cfg.suite.name} {cfg.suite.options()} [yellow](not ready here)[/]")
     table.add_row("scheduler", f"{cfg.scheduler.name} {resolved.plugins['scheduler'].config.model_dump()}")
     table.add_row("proposer", f"{cfg.proposer.name} {resolved.plugins['proposer'].config.model_dump()}")
     table.add_row(
@@ -154,10 +154,7 @@ def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> None:
     )
     cluster_error = _executor_row(resolved, table)
     out.print(table)
-    for problem in problems:
-        out.print(f"[yellow]not ready on this machine:[/] {problem}")
-    if cluster_error is not None:
-        raise cluster_error
+    return cluster_error
 
 
 def _executor_row(resolved: ResolvedConfig, table: Table) -> ConfigError | None:
@@ -167,11 +164,15 @@ def _executor_row(resolved: ResolvedConfig, table: Table) -> ConfigError | None:
         table.add_row("executor", f"{executor.name} ({resolved.config.study.workers} worker threads)")
         return None
     from metasearch import launch
+    from metasearch.machine import ray_cluster
 
     asks = "; ".join(
         f"{kind} {', '.join(f'{k}={v:g}' for k, v in ask.items() if v)}"
         for kind, ask in executor.requests().items()
     )
+    if ray_cluster(executor.address).state != "ok":  # readiness names it; joining would only wait
+        table.add_row("executor", f"ray at {executor.address}: not answering; per job: {asks}")
+        return None
     try:
         total = launch.preflight_executor(resolved) or {}
     except ConfigError as exc:

@@ -69,7 +69,11 @@ def load_view(study_dir: Path) -> StudyView:
 
 
 def status_dict(study_dir: Path) -> dict[str, Any]:
-    view = load_view(study_dir)
+    return status_of(load_view(study_dir), Path(study_dir))
+
+
+def status_of(view: StudyView, study_dir: Path, best: str | None = None) -> dict[str, Any]:
+    """``status --json`` (a stable interface: README documents its fields); ``best`` when known already."""
     budget = view.resolved.config.budget
     return {
         "study": Path(study_dir).name,
@@ -85,7 +89,7 @@ def status_dict(study_dir: Path) -> dict[str, Any]:
             "cost_usd": [view.usage.cost_usd, budget.cost_usd],
             "wall_time_s": [None, budget.wall_time_s],
         },
-        "best": view.best(),
+        "best": best if best is not None else view.best(),
         "finished": view.index.finished,
         "provenance": _provenance_headline(Path(study_dir), view.index),
     }
@@ -106,7 +110,11 @@ def best_dict(study_dir: Path, *, study: Study | None = None) -> dict[str, Any]:
     """The best-belief agent with its statistics and the seed's mean on the same tasks; ``flagged``
     lists the agents left out because an evaluation of theirs carries integrity flags."""
     view = load_view(study_dir)
-    agent_id = study.best() if study is not None else view.best()
+    return best_of(view, study.best() if study is not None else view.best())
+
+
+def best_of(view: StudyView, agent_id: str | None) -> dict[str, Any]:
+    """``best_dict`` for an agent chosen already (``view.best()``), without reading the study again."""
     flagged = sorted({ev.agent_id for ev in view.index.evaluations.values() if ev.flags})
     empty: dict[str, Any] = dict.fromkeys(
         ("agent_id", "commit", "branch", "mean", "trials", "lower_bound", "seed_mean")

@@ -35,6 +35,7 @@ class ArchiveIndex:
     failed_expansions: list[dict[str, Any]] = field(default_factory=list)
     open_jobs: dict[str, Job] = field(default_factory=dict)
     job_owner: dict[str, str] = field(default_factory=dict)
+    job_started_at: dict[str, float] = field(default_factory=dict)  # job id -> ts of its latest start
     leases: dict[str, dict[str, Any]] = field(default_factory=dict)  # owner -> last lease event
     last_seen: dict[str, float] = field(default_factory=dict)  # owner -> ts of its latest event
     released: set[str] = field(default_factory=set)  # owners whose run ended (no lease since)
@@ -77,6 +78,7 @@ class ArchiveIndex:
             self.open_jobs[job.job_id] = job
             owner = str(event.get("owner", ""))
             self.job_owner[job.job_id] = owner
+            self.job_started_at[job.job_id] = float(event.get("ts", 0.0))
             self.last_seen[owner] = max(self.last_seen.get(owner, 0.0), float(event.get("ts", 0.0)))
             if job.job_id not in self.started:
                 self.started.add(job.job_id)

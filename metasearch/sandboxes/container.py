@@ -1,6 +1,7 @@
 """Commands in a running sandbox container, through the Docker exec API.
 
-A sandbox container's PID 1 is a holder (``sleep infinity``) running as ``HOLDER_USER``; everything the
+A sandbox container's main process is a holder (``HOLDER``: it waits for the end of its stdin) running
+as ``HOLDER_USER``; everything the
 candidate runs is an exec as another unprivileged user, which therefore cannot signal the holder, and
 ``kill -KILL -1`` as that user ends all of the candidate's processes and nothing else. So the container,
 and the in-memory filesystems that hold its writable mounts, outlive the command: its outputs are
@@ -27,6 +28,7 @@ from metasearch.sandboxes.protocol import Mount
 from metasearch.sandboxes.transfer import ChunkReader, pack, replace_contents, scratch_beside, unpack
 
 HOLDER_USER = "65533:65533"
+HOLDER = ["sh", "-c", "exec cat >/dev/null"]  # lives while its stdin is open (see attach_lifeline)
 _KILLED = "metasearch-killed"
 _OOM = re.compile(r"^oom_kill (\d+)$", re.MULTILINE)
 _FREE = re.compile(r"^free (\S+) (\d+) (\d+) (\d+)$", re.MULTILINE)
@@ -73,6 +75,15 @@ class Capped:
             return (bytes(self.head) + tail).decode("utf-8", "replace"), False
         marker = f"\n[... {self.dropped} bytes of output dropped ...]\n".encode()
         return (bytes(self.head) + marker + tail).decode("utf-8", "replace"), True
+
+
+def attach_lifeline(container: Any) -> Any:
+    """Attach to the holder's stdin and return the connection; keep it open for the container's life.
+
+    The container is created with ``OpenStdin`` and ``StdinOnce``: when this connection closes, because the
+    host process closed it or died (SIGKILL closes its sockets too), the engine closes the holder's stdin,
+    the holder exits and the container stops. Nothing is ever written to it."""
+    return container.client.api.attach_socket(container.id, params={"stdin": 1, "stream": 1})
 
 
 def run_exec(

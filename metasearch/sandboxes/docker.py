@@ -10,7 +10,9 @@ refused). So nothing a candidate writes reaches the host disk unbounded, and the
 or follows anything inside a candidate's reach. A full disk area is the violation ``"disk limit ..."``.
 
 The command runs as an exec beside a holder process (see container.py), so the container and its files
-outlive it. A timeout ends the command's processes and reports ``timed_out``; an engine fault is an
+outlive it; the container does not outlive this process: its holder exits when this process's attach
+connection closes (``attach_lifeline``), and the engine then removes it (``auto_remove``), so a run killed
+with SIGKILL leaves no container running. A timeout ends the command's processes and reports ``timed_out``; an engine fault is an
 ``InfrastructureError``; the two are never mixed. Every container carries the labels ``metasearch.study``,
 ``metasearch.study_id`` (unique per study, written when it is created) and ``metasearch.job``; ``sweep``
 removes this study's leftovers by its id, never by a name another study could share. Images are never
@@ -31,7 +33,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import InfrastructureError, SandboxViolation
-from metasearch.sandboxes.container import HOLDER_USER, Finished, collect, end_all, fill, run_exec
+from metasearch.sandboxes.container import (
+    HOLDER,
+    HOLDER_USER,
+    Finished,
+    attach_lifeline,
+    collect,
+    end_all,
+    fill,
+    run_exec,
+)
 from metasearch.sandboxes.gpus import GPUPool, device_requests
 from metasearch.sandboxes.protocol import DEFAULT_LIMITS, ExecResult, ResolvedLimits, RunSpec
 
@@ -169,7 +180,12 @@ class DockerSandbox:
         return {
             "image": self.image,
             "command": list(command),
-            "detach": True,
+            # The holder reads its stdin, which this process holds open (attach_lifeline); StdinOnce closes it
+            # when this process goes, however it goes (kill -9 included): the holder exits, the container
+            # stops and the engine removes it. (docker-py sets StdinOnce only for detach=False.)
+            "detach": False,
+            "stdin_open": True,
+            "auto_remove": True,
             "labels": labels,
             "network_mode": "none",
             "read_only": True,
@@ -204,13 +220,13 @@ class DockerSandbox:
         except Exception as exc:
             raise InfrastructureError(f"Docker daemon unreachable: {exc}") from exc
         try:
-            container = self.client.containers.create(
-                **self.create_kwargs(spec, ["sleep", "infinity"], gpus, limits)
-            )
+            container = self.client.containers.create(**self.create_kwargs(spec, HOLDER, gpus, limits))
         except Exception as exc:
             raise InfrastructureError(f"cannot create container: {exc}") from exc
+        lifeline = None
         try:
             try:
+                lifeline = attach_lifeline(container)
                 container.start()
             except Exception as exc:
                 raise InfrastructureError(f"cannot start container: {exc}") from exc
@@ -220,6 +236,9 @@ class DockerSandbox:
             yield container
         finally:
             self._remove(container)
+            if lifeline is not None:
+                with contextlib.suppress(Exception):
+                    lifeline.close()
 
     def _finish(
         self, container: Any, spec: RunSpec, limits: ResolvedLimits, code: int | None
@@ -254,7 +273,10 @@ class DockerSandbox:
         try:
             container.remove(force=True)
         except Exception as exc:  # already gone, or the daemon went away: the next sweep gets it
-            if "No such container" not in str(exc) and "already in progress" not in str(exc):
+            if "already in progress" in str(exc):  # the engine's auto_remove: wait for it, as remove does
+                with contextlib.suppress(Exception):
+                    container.wait(condition="removed", timeout=60)
+            elif "No such container" not in str(exc):
                 log.warning("could not remove container %s: %s", getattr(container, "short_id", "?"), exc)
 
 

@@ -18,7 +18,19 @@ def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
 def test_help_lists_every_subcommand() -> None:
     result = _run("--help")
     assert result.returncode == 0, result.stderr
-    for name in ("run", "resume", "status", "tree", "best", "promote", "ui", "bench", "images", "export"):
+    for name in (
+        "run",
+        "resume",
+        "status",
+        "tree",
+        "best",
+        "promote",
+        "ui",
+        "bench",
+        "images",
+        "export",
+        "doctor",
+    ):
         assert f" {name} " in result.stdout, name
 
 

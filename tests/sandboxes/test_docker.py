@@ -59,6 +59,9 @@ def test_settings_reach_the_engine(docker_sandbox_factory) -> None:
         )
         assert host["PidsLimit"] == 64
         assert container.attrs["Config"]["User"] == HOLDER_USER, "the command itself runs as 65534 beside it"
+        config = container.attrs["Config"]
+        assert config["OpenStdin"] is True and config["StdinOnce"] is True, "the holder's lifeline"
+        assert host["AutoRemove"] is True
         assert (
             container.labels["metasearch.study"] == "pytest"
             and container.labels["metasearch.study_id"] == sandbox.study_id

@@ -1,0 +1,117 @@
+"""``metasearch status``: aligned tables for a person, ``--json`` unchanged (README documents it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from studies import make_study
+
+from metasearch.status_view import duration, print_status
+
+ROOT = Path(__file__).resolve().parents[2]
+JSON_KEYS = [
+    "study",
+    "agents",
+    "evaluations",
+    "expansions",
+    "expansions_failed",
+    "running",
+    "budget",
+    "best",
+    "finished",
+]
+
+
+def cells(line: str) -> list[str]:
+    return [c.strip() for c in line.split("│")]
+
+
+def row(lines: list[str], first: str) -> list[str]:
+    return next(cells(line) for line in lines if cells(line)[0] == first)
+
+
+def render(study: Path, now: float) -> str:
+    console = Console(record=True, width=140, file=open(os.devnull, "w"))  # noqa: SIM115
+    print_status(study, console, now=now)
+    return console.export_text()
+
+
+def test_human_status_is_tables(tmp_path: Path) -> None:
+    study, archive = make_study(tmp_path)
+    try:
+        started = archive.index.job_started_at["job-eval"]
+        text = render(study, started + 125)
+    finally:
+        archive.close()
+    lines = text.splitlines()
+    assert lines[0].startswith("study s: running (process "), lines[0]
+    assert "{'" not in text and "[0, 8]" not in text, "no Python reprs"
+    assert row(lines, "evaluations") == ["evaluations", "0", "8", "0.0%"]  # the seed's first ones are free
+    assert row(lines, "tokens") == ["tokens", "250", "1000", "25.0%"]
+    assert row(lines, "expansions") == ["expansions", "0", "unlimited", "-"]
+    assert row(lines, "wall_time_s") == ["wall_time_s", "-", "540", "per run"]
+    budget_rows = [
+        line for line in lines if cells(line)[0] in ("budget", "evaluations", "tokens", "cost_usd")
+    ]
+    bars = {tuple(i for i, ch in enumerate(line) if ch == "│") for line in budget_rows}
+    assert len(bars) == 1, budget_rows  # aligned: every row's columns start at the same places
+    states = {
+        line.split("│")[0].strip(): line.split("│")[1].strip() for line in lines if line.count("│") == 1
+    }
+    assert states["being evaluated"] == "1" and states["not yet evaluated"] == "0", states
+    assert "best-belief: a00000 (agents/a00000 @" in text and "mean 0.625 over 2 tasks" in text
+    job = next(line for line in lines if "job-eval" in line)
+    assert "a00000 on training/regression" in job and job.rstrip().endswith("2m 05s"), job
+    assert "child of a00000" in next(line for line in lines if "job-expand" in line)
+
+
+def test_a_crashed_run_shows_its_open_jobs(tmp_path: Path) -> None:
+    study, archive = make_study(tmp_path)
+    archive.release()
+    archive.close()
+    text = render(study, 0.0)
+    assert "stopped with jobs open (crash or kill); `metasearch resume" in text.splitlines()[0]
+
+
+def test_json_is_unchanged(tmp_path: Path) -> None:
+    study, archive = make_study(tmp_path)
+    archive.close()
+    result = subprocess.run(
+        [sys.executable, "-m", "metasearch.cli", "status", str(study), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    data = json.loads(result.stdout)
+    assert list(data) == JSON_KEYS
+    assert data["budget"] == {
+        "evaluations": [0, 8],
+        "expansions": [0, None],
+        "tokens": [250, 1000],
+        "cost_usd": [0.0, None],
+        "wall_time_s": [None, 540.0],
+    }
+    assert data["running"] == 2 and data["best"] == "a00000" and data["finished"] is None
+    human = subprocess.run(
+        [sys.executable, "-m", "metasearch.cli", "status", str(study)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert human.returncode == 0 and "running jobs" in human.stdout and "{'" not in human.stdout
+
+
+def test_duration() -> None:
+    assert [duration(s) for s in (0, 59, 60, 3599, 3600, 86400 + 7200)] == [
+        "0s",
+        "59s",
+        "1m 00s",
+        "59m 59s",
+        "1h 00m",
+        "1d 02h",
+    ]
