@@ -24,6 +24,7 @@ JSON_KEYS = [
     "budget",
     "best",
     "finished",
+    "provenance",  # added later: keys are only ever added, never changed
 ]
 
 
