@@ -49,6 +49,8 @@ class Batch:
     tags: dict[str, dict[str, str]] = field(default_factory=dict)
     artifacts: list[tuple[str, str, str | None]] = field(default_factory=list)  # owner, local path, dir
     study_status: str | None = None
+    study_end_ms: int | None = None
+    statuses: dict[str, tuple[str, int | None]] = field(default_factory=dict)  # agent -> status, end ms
 
     def metric(self, owner: str, key: str, value: float, ts_ms: int, step: int) -> None:
         from mlflow.entities import Metric
@@ -66,12 +68,14 @@ class Batch:
         client: MlflowClient,
         run_id: Callable[[str], str],
         create: Callable[[NewRun, Callable[[str], None]], str],
+        set_status: Callable[[str, str, int | None], None] | None = None,
     ) -> None:
         """Write everything; raises on the first failure, leaving what is left for a retry.
 
         ``create(new_run, log_first)`` makes (or finds) an agent's run; it calls ``log_first(run_id)`` to
         write the run's params together with the batch's metrics and tags for it, so a new agent costs
-        three calls (create, one log_batch, final status) however much the batch holds for it.
+        two calls (create, one log_batch) however much the batch holds for it. Run statuses go last
+        (``set_status(run_id, status, end_ms)``), so a terminal status means the run's data is in.
         """
         while self.new_runs:
             new = self.new_runs[0]
@@ -94,8 +98,17 @@ class Batch:
             if rid is not None:
                 client.log_artifact(rid, path, artifact_dir)
             self.artifacts.pop(0)
+        while self.statuses:
+            owner, (status, end_ms) = next(iter(self.statuses.items()))
+            rid = _known(run_id, owner)
+            if rid is not None and set_status is not None:
+                set_status(rid, status, end_ms)
+            del self.statuses[owner]
         if self.study_status is not None:
-            client.update_run(run_id(STUDY), status=self.study_status)
+            if self.study_status == "RUNNING":
+                client.update_run(run_id(STUDY), status=self.study_status)
+            else:
+                client.set_terminated(run_id(STUDY), self.study_status, self.study_end_ms)
             self.study_status = None
 
     def log_owner(self, client: MlflowClient, run_id: str, owner: str, params: dict[str, str]) -> None:
