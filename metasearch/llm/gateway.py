@@ -4,7 +4,8 @@ A sandbox has no network and no secrets. Its only way to a model is the socket t
 (mounted at ``/run/metasearch/llm.sock``). The gateway forwards ``POST /v1/chat/completions``,
 ``POST /v1/completions`` and ``GET /v1/models`` to the upstream endpoint with the key added, fills in the
 model when the agent names none, meters tokens per job against ``TokenMeter`` budgets (an exhausted
-budget is a 403 with a message the agent can read), and appends every call to the job's transcript.
+budget is a 403 with a message the agent can read; under a job cap a completion's ``max_tokens`` is cut
+to what the job has left), and appends every call to the job's transcript.
 Streamed calls (``stream: true``) are relayed event by event; the gateway asks the upstream for the
 final usage event and charges it when the stream ends.
 
@@ -73,10 +74,13 @@ class Gateway:
         timeout_s: float = 600.0,
         max_request_bytes: int = 8_000_000,
         max_response_bytes: int = 8_000_000,
+        job_limit: int | None = None,
     ) -> None:
         self.upstream = upstream_base_url.rstrip("/")
         self.job_id = job_id
         self.meter = meter or TokenMeter()
+        limits = [x for x in (job_limit, self.meter.job_limit) if x is not None]
+        self.job_limit = min(limits) if limits else None  # this job's cap: the tighter of the two
         self.api_key = api_key
         self.model = model
         self.transcript_path = transcript_path
@@ -160,6 +164,7 @@ class Gateway:
             request["model"] = self.model
         try:
             self.meter.check(self.job_id)
+            self._cap_completion(request)
         except BudgetExhausted as exc:
             with self._lock:
                 self.budget_refusals += 1
@@ -169,6 +174,21 @@ class Gateway:
             request["stream_options"] = {**(request.get("stream_options") or {}), "include_usage": True}
             return self._forward_stream(route, request)
         return self._forward(method, route, request, body)
+
+    def _cap_completion(self, request: dict[str, Any]) -> None:
+        """Under a job cap, a completion may use at most what is left of it, so a job stops at its cap
+        (give or take one prompt) instead of one whole completion past it; nothing left: BudgetExhausted."""
+        if self.job_limit is None:
+            return
+        used = self.meter.job(self.job_id).tokens
+        left = self.job_limit - used
+        if left <= 0:
+            raise BudgetExhausted("job", used, self.job_limit)
+        for key in ("max_tokens", "max_completion_tokens"):
+            if isinstance(request.get(key), int):
+                request[key] = min(request[key], left)
+        if "max_completion_tokens" not in request:
+            request["max_tokens"] = min(int(request.get("max_tokens") or left), left)
 
     def _forward(
         self, method: str, route: str, request: dict[str, Any] | None, raw: bytes | None

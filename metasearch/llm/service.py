@@ -105,7 +105,8 @@ class LLMService:
         return self.client.model
 
     @contextmanager
-    def gateway(self, job_id: str, log_dir: Path) -> Iterator[Gateway]:
+    def gateway(self, job_id: str, log_dir: Path, *, job_limit: int | None = None) -> Iterator[Gateway]:
+        """A started gateway for one job; ``job_limit`` narrows ``llm.max_tokens_per_job`` for it."""
         with self._lock:
             if self._http is None:
                 limits = httpx.Limits(max_connections=512, max_keepalive_connections=512)
@@ -121,6 +122,7 @@ class LLMService:
             http=http,
             retries=self.section.max_retries,
             backoff_s=self.section.retry_backoff_s,
+            job_limit=job_limit,
         )
         with gateway:
             yield gateway
@@ -189,7 +191,7 @@ class RemoteLLM:
         return self._meter
 
     @contextmanager
-    def gateway(self, job_id: str, log_dir: Path) -> Iterator[Gateway]:
+    def gateway(self, job_id: str, log_dir: Path, *, job_limit: int | None = None) -> Iterator[Gateway]:
         with Gateway(
             self.base_url,
             job_id=job_id,
@@ -200,5 +202,6 @@ class RemoteLLM:
             retries=self.retries,
             backoff_s=self.backoff_s,
             timeout_s=self.timeout_s,
+            job_limit=job_limit,
         ) as gateway:
             yield gateway

@@ -28,6 +28,7 @@ class SelfModifyProposer:
         model_config = ConfigDict(extra="forbid")
         timeout_s: float = Field(1800, gt=0)
         max_tokens_per_job: int | None = Field(None, ge=1)
+        """Cap of one self-modification job, enforced by its gateway (with ``llm.max_tokens_per_job``)."""
         context_chars: int = Field(30_000, ge=1_000)
 
     def __init__(self, config: Config, *, study_dir: Path, llm: Any = None, **_: Any) -> None:
@@ -67,7 +68,9 @@ class SelfModifyProposer:
         (problem_dir / "problem.md").write_text(self.problem_statement(parent, context))
         problem_dir.chmod(0o755)
         (problem_dir / "problem.md").chmod(0o644)
-        with self.llm.gateway(context.job_id, context.log_dir) as gateway:
+        with self.llm.gateway(
+            context.job_id, context.log_dir, job_limit=self.config.max_tokens_per_job
+        ) as gateway:
             assert gateway.mount_dir is not None
             spec = RunSpec(
                 command=manifest.command(
