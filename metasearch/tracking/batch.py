@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from metasearch.types import Agent
@@ -47,7 +50,8 @@ class Batch:
     new_runs: list[NewRun] = field(default_factory=list)
     metrics: dict[str, list[Metric]] = field(default_factory=dict)
     tags: dict[str, dict[str, str]] = field(default_factory=dict)
-    artifacts: list[tuple[str, str, str | None]] = field(default_factory=list)  # owner, local path, dir
+    artifacts: list[tuple[str, str, str | None, str | None]] = field(default_factory=list)
+    """owner, local path, artifact dir, name in MLflow (None: the file's own)"""
     study_status: str | None = None
     study_end_ms: int | None = None
     statuses: dict[str, tuple[str, int | None]] = field(default_factory=dict)  # agent -> status, end ms
@@ -60,8 +64,10 @@ class Batch:
     def tag(self, owner: str, key: str, value: str) -> None:
         self.tags.setdefault(owner, {})[key] = value[:MAX_VALUE]
 
-    def artifact(self, owner: str, local_path: str, artifact_dir: str | None = None) -> None:
-        self.artifacts.append((owner, local_path, artifact_dir))
+    def artifact(
+        self, owner: str, local_path: str, artifact_dir: str | None = None, name: str | None = None
+    ) -> None:
+        self.artifacts.append((owner, local_path, artifact_dir, name))
 
     def send(
         self,
@@ -93,9 +99,13 @@ class Batch:
                 continue
             self.log_owner(client, rid, owner, {})
         while self.artifacts:
-            owner, path, artifact_dir = self.artifacts[0]
+            owner, path, artifact_dir, name = self.artifacts[0]
             rid = _known(run_id, owner)
-            if rid is not None:
+            if rid is not None and name is not None and name != Path(path).name:
+                with tempfile.TemporaryDirectory(prefix="ms-artifact-") as tmp:
+                    shutil.copyfile(path, Path(tmp) / name)
+                    client.log_artifact(rid, str(Path(tmp) / name), artifact_dir)
+            elif rid is not None:
                 client.log_artifact(rid, path, artifact_dir)
             self.artifacts.pop(0)
         while self.statuses:

@@ -13,7 +13,7 @@ against the evaluation count: tree_size, evaluations, expansions_failed, tokens,
 best_lower_bound; the lineage picture) and one nested run per agent (params: parent_id, branch, commit,
 proposer, model, job_id and scalar proposal meta; series: score, own_mean, trials, duration_s and the
 suite's metrics against the agent's trial count, cmp and clade_trials against the evaluation count; tags:
-state, flags, errors, best_belief; artifacts: proposal.diff, the transcript, per-task evaluation logs,
+state, flags, errors, best_belief; artifacts: proposal.diff.txt, the transcript, per-task evaluation logs,
 rejected diffs of failed expansions; start time: the agent's creation; status: SCHEDULED until its first
 evaluation starts, RUNNING while one is in flight, then FINISHED, or FAILED once flagged, with the end time
 of its latest evaluation). The experiment carries the agents view (``store.view_tags``); the lineage

@@ -33,6 +33,7 @@ _AGENT_META_PARAMS = {
     "proposer",
     "model",
 }
+DIFF_ARTIFACT = "proposal.diff.txt"
 _STATISTICS = frozenset({"agent_added", "evaluation_recorded", "expansion_failed", "usage"})
 _STATUS_OPS = frozenset({"agent_added", "evaluation_recorded", "job_started", "job_abandoned"})
 
@@ -195,8 +196,8 @@ class JournalReplay:
         }
         batch.new_runs.append(NewRun(agent, tags, params))
         job_dir = self.study_dir / "logs" / str(meta.get("job_id", ""))
-        if (job_dir / "proposal.diff").is_file():
-            batch.artifact(agent.id, str(job_dir / "proposal.diff"))
+        if (job_dir / "proposal.diff").is_file():  # .txt: the MLflow UI previews it (not a .diff)
+            batch.artifact(agent.id, str(job_dir / "proposal.diff"), name=DIFF_ARTIFACT)
         transcript = meta.get("transcript_path")
         if transcript:
             path = Path(transcript) if Path(transcript).is_absolute() else self.study_dir / transcript

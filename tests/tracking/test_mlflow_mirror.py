@@ -118,9 +118,9 @@ def test_a_study_is_mirrored_run_by_run(tmp_path: Path) -> None:
             assert data.params["proposer"] == "seed"
         else:
             assert data.params["proposer"] == "fake" and "meta.knobs.lr" in data.params
-            assert {"proposal.diff", "transcript/transcript.json"} <= files
+            assert {"proposal.diff.txt", "transcript/transcript.json"} <= files
             diff = Path(
-                client.download_artifacts(run_id, "proposal.diff", str(tmp_path / agent_id))
+                client.download_artifacts(run_id, "proposal.diff.txt", str(tmp_path / agent_id))
             ).read_text()
             assert "quality.txt" in diff
         evs = [ev for ev in index.evaluations.values() if ev.agent_id == agent_id]
