@@ -2,8 +2,9 @@
 
 A gate is written ``SUITE:THRESHOLD`` (``training:0.6``, ``code-edit:0.5``): the agent's mean score over
 held-out tasks, tasks the search never evaluated, must reach the threshold. Held-out tasks are the suite's
-``heldout`` subset when it has one, else every task of the suite the study's journal never evaluated; a
-task the search saw is never among them. The suite is built with the study's own options when the study
+``heldout`` subset when it has one, else the tasks of its configured subset (the study's, when the study ran
+this suite) that the study's journal never evaluated, or when there are none, every task of the suite it
+never evaluated; a task the search saw is never among them. The suite is built with the study's own options when the study
 used the same suite (else its defaults); the agent runs in the sandbox the study's config asks for, with
 the study's LLM settings when its manifest asks for an LLM, through the same ``evaluate_in_sandbox`` the
 runner uses, so held-out scores mean what search scores mean.
@@ -95,14 +96,16 @@ def build_suite(name: str, cfg: Any | None = None) -> Any:
 
 
 def heldout_tasks(suite: Any, seen: set[str], subset: str = "heldout") -> tuple[str, list[Any]]:
-    """(subset name, tasks) the gate re-evaluates on: ``subset`` when the suite has it, else ``unseen``,
-    every task of the suite outside ``seen``; never a task in ``seen``."""
+    """(subset name, tasks) the gate re-evaluates on: ``subset`` when the suite has it, else ``unseen``:
+    the tasks of the suite's configured subset (the study's, when it ran this suite) outside ``seen``, or
+    when there are none, every task of the suite outside ``seen``. Never a task in ``seen``."""
     try:
         tasks = list(suite.tasks(subset))
     except ConfigError:  # a suite that names its subsets refuses one it does not have
         tasks = []
     if not tasks and subset == "heldout":
-        subset, tasks = "unseen", list(suite.tasks("all"))
+        subset = "unseen"
+        tasks = [t for t in suite.tasks() if t.id not in seen] or list(suite.tasks("all"))
     fresh = [t for t in tasks if t.id not in seen]
     if not fresh:
         raise ConfigError(
