@@ -1,4 +1,5 @@
-"""The ``metasearch`` command line: run, resume, status, tree, best, export, promote, ui, bench, tune, sim, images.
+"""The ``metasearch`` command line: run, resume, status, tree, best, export, promote, task, ui, bench, tune,
+sim, images, doctor, diff-runs.
 
 ``--json`` outputs are a stable interface for other tools; their fields are documented in README.md.
 """
@@ -29,6 +30,8 @@ images_app = typer.Typer(help="Sandbox images (built locally; never pulled).", n
 app.add_typer(images_app, name="images")
 sim_app = typer.Typer(help="The scheduler simulator: calibrate it on a real study.", no_args_is_help=True)
 app.add_typer(sim_app, name="sim")
+task_app = typer.Typer(help="Benchmark tasks as folders a promoted agent runs on.", no_args_is_help=True)
+app.add_typer(task_app, name="task")
 console = Console(stderr=True)
 out = Console()
 
@@ -245,17 +248,47 @@ def tree(study_dir: StudyDir) -> None:
 def export(
     study_dir: StudyDir,
     agent_id: Annotated[str, typer.Argument(help="Agent id, e.g. a00007.")],
-    dest: Annotated[Path, typer.Argument(help="Directory to write the agent's files to.")],
+    dest: Annotated[Path, typer.Argument(help="An empty (or new) folder to write the agent's files to.")],
+    force: Annotated[bool, typer.Option(help="Replace what DEST holds.")] = False,
 ) -> None:
-    """Write an agent's code as a standalone directory (no git, no metasearch needed to run it)."""
-    from metasearch.archive import GitArchive
+    """Write an agent's code and its requirements.txt as a standalone folder (no git, no metasearch)."""
+    from metasearch.export import export_agent
 
     try:
-        with GitArchive.open(study_dir, readonly=True) as archive:
-            archive.export(agent_id, dest)
+        requirements = export_agent(study_dir, agent_id, dest, force=force)
     except MetasearchError as exc:
         raise _fail(exc) from None
-    out.print(f"wrote {agent_id} to {dest}")
+    out.print(f"wrote {agent_id} to {dest} (requirements: {', '.join(requirements) or 'none'})")
+
+
+@task_app.command("prepare")
+def task_prepare(
+    suite: Annotated[str, typer.Argument(help="Suite name, e.g. training.")],
+    task: Annotated[str, typer.Argument(help="Task id, e.g. training/moons.")],
+    dest: Annotated[Path, typer.Argument(help="An empty (or new) folder.")],
+    study: Annotated[Path | None, typer.Option(help="Take the suite's options from this study.")] = None,
+    force: Annotated[bool, typer.Option(help="Replace what DEST holds.")] = False,
+) -> None:
+    """Write a task folder (DEST/task) and its model input (DEST/input.json) for a promoted agent."""
+    from metasearch.export import prepare_task
+
+    try:
+        data = prepare_task(suite, task, dest, study_dir=study, force=force)
+    except MetasearchError as exc:
+        raise _fail(exc) from None
+    out.print(f"wrote {data['task_id']} to {data['task_dir']}", highlight=False)
+    out.print(
+        f"  predict: mlflow models predict -m models:/metasearch-agent@production -i {data['input']} "
+        "-t json --env-manager local",
+        highlight=False,
+        soft_wrap=True,
+    )
+    out.print(
+        "  serve:   mlflow models serve -m models:/metasearch-agent@production -p 5001 --env-manager local, "
+        f"then curl -H 'Content-Type: application/json' -d @{data['input']} http://127.0.0.1:5001/invocations",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command()
@@ -285,10 +318,11 @@ def promote(
     out.print(f"  model:   {data['model_uri']}  (tracking URI {data['tracking_uri']})")
     out.print(f"  archive: tag {data['git_tag']} on {data['commit'][:10]}")
     out.print(
-        f"  try it:  MLFLOW_TRACKING_URI={data['tracking_uri']} mlflow models predict "
-        f"-m {data['model_uri']} -i TASKS.json -t json --env-manager local"
+        f"  try it:  metasearch task prepare SUITE TASK DIR, then MLFLOW_TRACKING_URI={data['tracking_uri']} "
+        f"mlflow models predict -m {data['model_uri']} -i DIR/input.json -t json --env-manager local",
+        highlight=False,
+        soft_wrap=True,
     )
-    out.print('           (TASKS.json: {"dataframe_records": [{"task_dir": "/path/to/task"}]})', markup=False)
 
 
 @app.command()

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from metasearch.types import Agent
@@ -47,8 +50,11 @@ class Batch:
     new_runs: list[NewRun] = field(default_factory=list)
     metrics: dict[str, list[Metric]] = field(default_factory=dict)
     tags: dict[str, dict[str, str]] = field(default_factory=dict)
-    artifacts: list[tuple[str, str, str | None]] = field(default_factory=list)  # owner, local path, dir
+    artifacts: list[tuple[str, str, str | None, str | None]] = field(default_factory=list)
+    """owner, local path, artifact dir, name in MLflow (None: the file's own)"""
     study_status: str | None = None
+    study_end_ms: int | None = None
+    statuses: dict[str, tuple[str, int | None]] = field(default_factory=dict)  # agent -> status, end ms
 
     def metric(self, owner: str, key: str, value: float, ts_ms: int, step: int) -> None:
         from mlflow.entities import Metric
@@ -58,20 +64,24 @@ class Batch:
     def tag(self, owner: str, key: str, value: str) -> None:
         self.tags.setdefault(owner, {})[key] = value[:MAX_VALUE]
 
-    def artifact(self, owner: str, local_path: str, artifact_dir: str | None = None) -> None:
-        self.artifacts.append((owner, local_path, artifact_dir))
+    def artifact(
+        self, owner: str, local_path: str, artifact_dir: str | None = None, name: str | None = None
+    ) -> None:
+        self.artifacts.append((owner, local_path, artifact_dir, name))
 
     def send(
         self,
         client: MlflowClient,
         run_id: Callable[[str], str],
         create: Callable[[NewRun, Callable[[str], None]], str],
+        set_status: Callable[[str, str, int | None], None] | None = None,
     ) -> None:
         """Write everything; raises on the first failure, leaving what is left for a retry.
 
         ``create(new_run, log_first)`` makes (or finds) an agent's run; it calls ``log_first(run_id)`` to
         write the run's params together with the batch's metrics and tags for it, so a new agent costs
-        three calls (create, one log_batch, final status) however much the batch holds for it.
+        two calls (create, one log_batch) however much the batch holds for it. Run statuses go last
+        (``set_status(run_id, status, end_ms)``), so a terminal status means the run's data is in.
         """
         while self.new_runs:
             new = self.new_runs[0]
@@ -89,13 +99,26 @@ class Batch:
                 continue
             self.log_owner(client, rid, owner, {})
         while self.artifacts:
-            owner, path, artifact_dir = self.artifacts[0]
+            owner, path, artifact_dir, name = self.artifacts[0]
             rid = _known(run_id, owner)
-            if rid is not None:
+            if rid is not None and name is not None and name != Path(path).name:
+                with tempfile.TemporaryDirectory(prefix="ms-artifact-") as tmp:
+                    shutil.copyfile(path, Path(tmp) / name)
+                    client.log_artifact(rid, str(Path(tmp) / name), artifact_dir)
+            elif rid is not None:
                 client.log_artifact(rid, path, artifact_dir)
             self.artifacts.pop(0)
+        while self.statuses:
+            owner, (status, end_ms) = next(iter(self.statuses.items()))
+            rid = _known(run_id, owner)
+            if rid is not None and set_status is not None:
+                set_status(rid, status, end_ms)
+            del self.statuses[owner]
         if self.study_status is not None:
-            client.update_run(run_id(STUDY), status=self.study_status)
+            if self.study_status == "RUNNING":
+                client.update_run(run_id(STUDY), status=self.study_status)
+            else:
+                client.set_terminated(run_id(STUDY), self.study_status, self.study_end_ms)
             self.study_status = None
 
     def log_owner(self, client: MlflowClient, run_id: str, owner: str, params: dict[str, str]) -> None:

@@ -1,9 +1,13 @@
 """The promotion gate: re-evaluate one agent on a suite's held-out tasks before it may be promoted.
 
-A gate is written ``SUITE:THRESHOLD`` (``training:0.6``): the agent's mean score over the suite's
-``heldout`` subset must reach the threshold. The suite is built with the study's own options when the study
-used the same suite (else its defaults); the agent runs in the sandbox the study's config asks for, through
-the same ``evaluate_in_sandbox`` the runner uses, so held-out scores mean what search scores mean.
+A gate is written ``SUITE:THRESHOLD`` (``training:0.6``, ``code-edit:0.5``): the agent's mean score over
+held-out tasks, tasks the search never evaluated, must reach the threshold. Held-out tasks are the suite's
+``heldout`` subset when it has one, else the tasks of its configured subset (the study's, when the study ran
+this suite) that the study's journal never evaluated, or when there are none, every task of the suite it
+never evaluated; a task the search saw is never among them. The suite is built with the study's own options when the study
+used the same suite (else its defaults); the agent runs in the sandbox the study's config asks for, with
+the study's LLM settings when its manifest asks for an LLM, through the same ``evaluate_in_sandbox`` the
+runner uses, so held-out scores mean what search scores mean.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class GateResult:
     suite: str
     threshold: float
     subset: str
+    """``heldout`` (the suite's own subset) or ``unseen`` (the suite's tasks the search never evaluated)."""
     scores: dict[str, float] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     flags: dict[str, list[str]] = field(default_factory=dict)
@@ -67,64 +72,120 @@ class GateResult:
         return {**asdict(self), "mean": self.mean, "passed": self.passed}
 
 
+def study_config(study_dir: Path) -> Any:
+    """The study's frozen config (``Config``); ConfigError when ``study_dir`` is not a study."""
+    from metasearch.config import load_config_data
+
+    config_path = Path(study_dir) / "config.yaml"
+    if not config_path.is_file():
+        raise ConfigError(f"{study_dir}: not a study directory (no config.yaml)")
+    return load_config_data(yaml.safe_load(config_path.read_text()) or {}).config
+
+
+def build_suite(name: str, cfg: Any | None = None) -> Any:
+    """Suite ``name`` with the options of ``cfg.suite`` when that config uses the same suite, else its
+    defaults. ConfigError names the suite when it is unknown or its options do not validate."""
+    from metasearch.registry import SUITES
+
+    cls = SUITES.resolve(name)
+    options = cfg.suite.options() if cfg is not None and cfg.suite.name == name else {}
+    try:
+        return cls(cls.Config.model_validate(options))
+    except ValidationError as exc:
+        raise ConfigError(f"suite {name!r}: {exc}") from exc
+
+
+def heldout_tasks(suite: Any, seen: set[str], subset: str = "heldout") -> tuple[str, list[Any]]:
+    """(subset name, tasks) the gate re-evaluates on: ``subset`` when the suite has it, else ``unseen``:
+    the tasks of the suite's configured subset (the study's, when it ran this suite) outside ``seen``, or
+    when there are none, every task of the suite outside ``seen``. Never a task in ``seen``."""
+    try:
+        tasks = list(suite.tasks(subset))
+    except ConfigError:  # a suite that names its subsets refuses one it does not have
+        tasks = []
+    if not tasks and subset == "heldout":
+        subset = "unseen"
+        tasks = [t for t in suite.tasks() if t.id not in seen] or list(suite.tasks("all"))
+    fresh = [t for t in tasks if t.id not in seen]
+    if not fresh:
+        raise ConfigError(
+            f"gate: suite {suite.name!r} has no {subset!r} task the search never evaluated "
+            f"({len(tasks)} {subset} tasks, all evaluated during the search); gate on another suite"
+        )
+    return subset, fresh
+
+
 def run_gate(
     study_dir: Path, agent_id: str, gate: Gate, *, subset: str = "heldout", sandbox: Sandbox | None = None
 ) -> GateResult:
-    """Evaluate ``agent_id`` on every ``subset`` task of ``gate.suite``. Raises ConfigError when the suite
-    is unknown or has no such tasks; InfrastructureError when the sandbox cannot run."""
+    """Evaluate ``agent_id`` on every held-out task of ``gate.suite`` (see the module docstring). Raises
+    ConfigError when the suite is unknown, has no held-out task, or the agent needs an LLM the study has
+    no endpoint for; InfrastructureError when the sandbox or the LLM cannot run."""
     from metasearch.archive import GitArchive
-    from metasearch.config import load_config_data
-    from metasearch.registry import SUITES
+    from metasearch.llm.service import LLMService, endpoint_configured
+    from metasearch.manifest import load_manifest
     from metasearch.runner import evaluate_in_sandbox
     from metasearch.sandboxes.auto import make_sandbox
 
     study_dir = Path(study_dir)
-    config_path = study_dir / "config.yaml"
-    if not config_path.is_file():
-        raise ConfigError(f"{study_dir}: not a study directory (no config.yaml)")
-    cfg = load_config_data(yaml.safe_load(config_path.read_text()) or {}).config
-    cls = SUITES.resolve(gate.suite)
-    options = cfg.suite.options() if cfg.suite.name == gate.suite else {}
-    try:
-        suite = cls(cls.Config.model_validate(options))
-    except ValidationError as exc:
-        raise ConfigError(f"gate suite {gate.suite!r}: {exc}") from exc
-    tasks = list(suite.tasks(subset))
-    if not tasks:
-        raise ConfigError(f"gate: suite {gate.suite!r} has no {subset!r} tasks to re-evaluate on")
+    cfg = study_config(study_dir)
+    suite = build_suite(gate.suite, cfg)
     s = cfg.sandbox
     limits = Limits()  # the sandbox holds the configured limits; tasks set the timeouts
     scores: dict[str, float] = {}
     errors: dict[str, str] = {}
     flags: dict[str, list[str]] = {}
     with GitArchive.open(study_dir, readonly=True) as archive:
+        seen = {ev.task_id for ev in archive.index.evaluations.values()}
+        subset, tasks = heldout_tasks(suite, seen, subset)
         written_by = archive.get(agent_id).meta.get("proposer")
         untrusted = (
             f"agent was written by the {written_by!r} proposer" if written_by in ("llm", "self") else None
         )
-        box = sandbox or make_sandbox(s, study=f"{archive.study}-promote", untrusted=untrusted)
         labels = {"metasearch.study": archive.study, "metasearch.role": "promotion"}
-        try:
-            with archive.checkout(agent_id) as agent_dir:
+        with archive.checkout(agent_id) as agent_dir:
+            llm: LLMService | None = None
+            if load_manifest(agent_dir).resources.llm:
+                if not endpoint_configured(cfg.llm):
+                    raise ConfigError(
+                        f"llm.base_url: {agent_id} uses an LLM (resources.llm) but the study configures no "
+                        "endpoint; set llm.base_url (or OPENAI_BASE_URL) or llm.serve"
+                    )
+                llm = LLMService(cfg.llm, study_dir=study_dir).start()
+            box = sandbox or make_sandbox(s, study=f"{archive.study}-promote", untrusted=untrusted)
+            try:
                 on_ray = None
-                if cfg.executor.name == "ray" and sandbox is None:  # the study's cluster runs them
+                if cfg.executor.name == "ray" and sandbox is None and llm is None:  # the study's cluster
+                    options = cfg.suite.options() if cfg.suite.name == gate.suite else {}
                     on_ray = _on_ray(archive, agent_id, tasks, cfg, gate.suite, options, box.name, labels)
                 for task in tasks:
-                    log_dir = archive.log_dir(f"promote-{new_job_id()}")
+                    job = f"promote-{new_job_id()}"
+                    log_dir = archive.log_dir(job)
                     if on_ray is not None:
                         result = on_ray[task.id](log_dir)
                     else:
-                        result = evaluate_in_sandbox(agent_dir, task, suite, box, limits, labels, log_dir)
+                        result = evaluate_in_sandbox(
+                            agent_dir,
+                            task,
+                            suite,
+                            box,
+                            limits,
+                            {**labels, "metasearch.job": job},
+                            log_dir,
+                            llm=llm,
+                        )
                     scores[task.id] = float(result.score)
                     if result.flags:
                         flags[task.id] = list(result.flags)
                     if result.error:
                         errors[task.id] = result.error
                     log.info("gate %s: %s scored %.3f on %s", gate, agent_id, result.score, task.id)
-        finally:
-            sweep = getattr(box, "sweep", None)
-            if sandbox is None and callable(sweep):
-                sweep()
+            finally:
+                if llm is not None:
+                    llm.close()
+                sweep = getattr(box, "sweep", None)
+                if sandbox is None and callable(sweep):
+                    sweep()
     return GateResult(gate.suite, gate.threshold, subset, scores, errors, flags)
 
 

@@ -3,8 +3,8 @@
 No plotting library: the layout is a tidy left-to-right tree (depth on x, leaves on consecutive rows, a
 parent centred on its children), computed iteratively so that a 5,000-deep chain does not recurse. Each
 node is coloured by its own mean score (grey: not evaluated yet), sized by its trials, and carries a
-tooltip with its statistics; the best-belief agent is outlined. The HTML page adds a search box and a
-details panel (plain JavaScript, no network access).
+tooltip with its statistics and, when the mirror knows it, a link to its MLflow run; the best-belief agent
+is outlined. The HTML page adds a search box and a details panel (plain JavaScript, no network access).
 """
 
 from __future__ import annotations
@@ -91,8 +91,22 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def lineage_svg(nodes: Sequence[LineageNode], *, best: str | None = None, title: str = "") -> str:
-    """The tree as one standalone SVG document (tooltips via ``<title>``)."""
+def run_href(experiment_id: str, run_id: str) -> str:
+    """A run's page in the MLflow UI, relative to a page the tracking server serves (an artifact)."""
+    return f"./#/experiments/{experiment_id}/runs/{run_id}"
+
+
+def lineage_svg(
+    nodes: Sequence[LineageNode],
+    *,
+    best: str | None = None,
+    title: str = "",
+    runs: Mapping[str, str] | None = None,
+    experiment_id: str | None = None,
+) -> str:
+    """The tree as one standalone SVG document (tooltips via ``<title>``). With ``runs`` (agent id -> MLflow
+    run id) and ``experiment_id``, each node links to its run's page."""
+    runs = runs if experiment_id else {}
     pos = layout(nodes)
     depth = max((d for d, _ in pos.values()), default=0)
     rows = max((r for _, r in pos.values()), default=0.0)
@@ -129,11 +143,17 @@ def lineage_svg(nodes: Sequence[LineageNode], *, best: str | None = None, title:
             f'data-clade="{_fmt(n.clade_mean)}" data-clade-trials="{n.clade_trials}" '
             f'data-parent="{html.escape(n.parent_id or "")}" data-summary="{html.escape(n.summary[:300])}"'
         )
-        out.append(
-            f'<g class="node" {data}><circle cx="{x:.0f}" cy="{y:.1f}" r="{radius:.1f}" '
+        shape = (
+            f'<circle cx="{x:.0f}" cy="{y:.1f}" r="{radius:.1f}" '
             f'fill="{_colour(n.mean)}"{stroke}><title>{html.escape(tip)}</title></circle>'
-            f'<text x="{x + radius + 2:.0f}" y="{y + 3.5:.1f}">{html.escape(n.id)}</text></g>'
+            f'<text x="{x + radius + 2:.0f}" y="{y + 3.5:.1f}">{html.escape(n.id)}</text>'
         )
+        run_id = (runs or {}).get(n.id)
+        if run_id is not None and experiment_id:
+            href = html.escape(run_href(experiment_id, run_id))
+            data += f' data-run="{html.escape(run_id)}"'
+            shape = f'<a class="run" href="{href}">{shape}</a>'
+        out.append(f'<g class="node" {data}>{shape}</g>')
     out.append("</svg>")
     return "\n".join(out)
 
@@ -164,6 +184,14 @@ document.getElementById("q").addEventListener("input", (e) => {{
   }});
   if (first) first.scrollIntoView({{block: "center", inline: "center"}});
 }});
+// Shown by the MLflow UI, the page lives in a blob: URL, against which ./#... cannot resolve: link to
+// the server the blob came from instead.
+if (location.protocol === "blob:") {{
+  const origin = new URL(location.pathname).origin;
+  document.querySelectorAll("a.run").forEach((a) => {{
+    a.setAttribute("href", origin + "/" + a.getAttribute("href").slice(2));
+  }});
+}}
 document.querySelectorAll(".node").forEach((g) => g.addEventListener("click", () => {{
   const d = g.dataset;
   document.getElementById("details").textContent = `${{d.id}} (parent ${{d.parent || "none"}}): own mean ${{d.mean}} ` +
@@ -173,14 +201,22 @@ document.querySelectorAll(".node").forEach((g) => g.addEventListener("click", ()
 """
 
 
-def lineage_html(nodes: Sequence[LineageNode], *, best: str | None = None, title: str = "") -> str:
-    """An interactive page: the SVG, a search box and a details panel. Self-contained."""
+def lineage_html(
+    nodes: Sequence[LineageNode],
+    *,
+    best: str | None = None,
+    title: str = "",
+    runs: Mapping[str, str] | None = None,
+    experiment_id: str | None = None,
+) -> str:
+    """An interactive page: the SVG, a search box and a details panel. Self-contained; each node links to
+    its MLflow run when ``runs`` and ``experiment_id`` are given (see ``lineage_svg``)."""
     evaluated = sum(1 for n in nodes if n.trials)
     stats = {"agents": len(nodes), "evaluated": evaluated, "best": best}
     summary = f"{len(nodes)} agents, {evaluated} evaluated, best belief {html.escape(best or 'none')}"
     return _PAGE.format(
         title=html.escape(title or "lineage"),
         summary=summary,
-        svg=lineage_svg(nodes, best=best, title=""),
+        svg=lineage_svg(nodes, best=best, title="", runs=runs, experiment_id=experiment_id),
         stats=json.dumps(stats),
     )

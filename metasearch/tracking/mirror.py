@@ -13,8 +13,11 @@ against the evaluation count: tree_size, evaluations, expansions_failed, tokens,
 best_lower_bound; the lineage picture) and one nested run per agent (params: parent_id, branch, commit,
 proposer, model, job_id and scalar proposal meta; series: score, own_mean, trials, duration_s and the
 suite's metrics against the agent's trial count, cmp and clade_trials against the evaluation count; tags:
-state, flags, errors, best_belief; artifacts: proposal.diff, the transcript, per-task evaluation logs,
-rejected diffs of failed expansions).
+state, flags, errors, best_belief; artifacts: proposal.diff.txt, the transcript, per-task evaluation logs,
+rejected diffs of failed expansions; start time: the agent's creation; status: SCHEDULED until its first
+evaluation starts, RUNNING while one is in flight, then FINISHED, or FAILED once flagged, with the end time
+of its latest evaluation). The experiment carries the agents view (``store.view_tags``); the lineage
+picture links each node to its agent's run.
 """
 
 from __future__ import annotations
@@ -72,7 +75,8 @@ class JournalMirror:
         self.client: Any = None
         self.experiment_id = ""
         self.runs: dict[str, str] = {}  # owner (STUDY or agent id) -> run id
-        self._incomplete: set[str] = set()  # agent runs a crash left without params or final status
+        self._incomplete: set[str] = set()  # agent runs a crash left without their params
+        self._status: dict[str, tuple[str, int | None]] = {}  # run id -> (status, end ms) MLflow holds
         self._pending: Batch | None = None
         self._suspect = False  # a write failed: MLflow may hold effects we never saw confirmed
         self._drawn_version = 0
@@ -86,6 +90,7 @@ class JournalMirror:
         client = store.make_client(self.tracking_uri)
         study = self.replay.study
         exp = store.experiment_for(client, self.study_dir, study, self.tracking_uri)
+        store.set_view_tags(client, exp)
         studies = sorted(store.runs_by_kind(client, exp, "study"), key=lambda r: r.info.start_time or 0)
         if studies:
             study_run = studies[0].info.run_id
@@ -102,7 +107,8 @@ class JournalMirror:
             agent_id = run.data.tags.get(store.AGENT_ID, "")
             if agent_id and agent_id not in runs:
                 runs[agent_id] = run.info.run_id
-                if run.info.status != "FINISHED":
+                self._status[run.info.run_id] = (run.info.status, run.info.end_time)
+                if "commit" not in run.data.params:  # params go in the first write after the create
                     self._incomplete.add(agent_id)
         state = store.load_state(self.study_dir, self.tracking_uri)
         trusted = state.get("experiment_id") == exp and state.get("study_run_id") == study_run
@@ -145,7 +151,7 @@ class JournalMirror:
             self._pending = batch
         batch = self._pending
         try:
-            batch.send(self.client, self.runs.__getitem__, self._create_run)
+            batch.send(self.client, self.runs.__getitem__, self._create_run, self._set_status)
         except Exception:
             self._suspect = True
             raise
@@ -181,10 +187,11 @@ class JournalMirror:
         nodes = nodes_from_tree(self.replay.tree, self.replay.summaries)
         best = self.replay.best
         title = f"{self.replay.study}: lineage of {len(nodes)} agents"
+        links: dict[str, Any] = {"runs": self.runs, "experiment_id": self.experiment_id}
         with tempfile.TemporaryDirectory(prefix="ms-lineage-") as tmp:
             for name, text in (
-                ("lineage.html", lineage_html(nodes, best=best, title=title)),
-                ("lineage.svg", lineage_svg(nodes, best=best, title=title)),
+                ("lineage.html", lineage_html(nodes, best=best, title=title, **links)),
+                ("lineage.svg", lineage_svg(nodes, best=best, title=title, **links)),
             ):
                 path = Path(tmp) / name
                 path.write_text(text)
@@ -193,7 +200,8 @@ class JournalMirror:
         return True
 
     def _create_run(self, new: NewRun, log_first: Callable[[str], None]) -> str:
-        """Create (or complete) an agent's run. FINISHED status is written last and marks it complete."""
+        """Create (or complete) an agent's run; its params, written first, mark it complete. The status
+        comes with the batch (``_set_status``)."""
         agent_id = new.agent.id
         run_id = self.runs.get(agent_id)
         if run_id is None and self._suspect:  # a create may have succeeded before the failure
@@ -213,8 +221,23 @@ class JournalMirror:
             )
             run_id = run.info.run_id
             self.runs[agent_id] = run_id
+            self._status[run_id] = (run.info.status, None)
             self._incomplete.add(agent_id)
         log_first(run_id)
-        self.client.update_run(run_id, status="FINISHED")
         self._incomplete.discard(agent_id)
         return run_id
+
+    def _set_status(self, run_id: str, status: str, end_ms: int | None) -> None:
+        """Write an agent run's status when it differs from what MLflow holds: a terminal one with its
+        end time, a live one (RUNNING, SCHEDULED) keeping the end time it had (MLflow cannot clear it)."""
+        known = self._status.get(run_id)
+        if end_ms is None:
+            if known is not None and known[0] == status:
+                return
+            self.client.update_run(run_id, status=status)
+            self._status[run_id] = (status, known[1] if known else None)
+        else:
+            if known == (status, end_ms):
+                return
+            self.client.set_terminated(run_id, status, end_ms)
+            self._status[run_id] = (status, end_ms)

@@ -5,7 +5,8 @@
 1. with a gate ``SUITE:THRESHOLD``, re-evaluates the agent on the suite's held-out tasks and refuses when
    the mean is below the threshold (``PromotionRefused``; nothing is registered);
 2. brings the MLflow mirror up to date, so the agent's run exists, and logs the model into that run:
-   a pyfunc from code (``agent_model.py``) whose ``agent`` artifact is the exported agent directory;
+   a pyfunc from code (``agent_model.py``) whose ``agent`` artifact is the exported agent directory,
+   declaring the agent's pip requirements (``export.agent_requirements``) beside MLflow's and pandas;
 3. registers a new version of ``name`` with tags (study, agent id, commit, scores, gate result) and points
    the alias (``production``) at it, so ``models:/NAME@production`` always names the promoted agent;
 4. tags the agent's commit in the archive repository as ``promoted/<name>/v<version>``.
@@ -25,6 +26,7 @@ from typing import Any
 
 from metasearch.drift import baseline_record
 from metasearch.errors import ArchiveError, ConfigError, InfrastructureError, MetasearchError
+from metasearch.export import REQUIREMENTS, agent_requirements
 from metasearch.provenance import RECORD_NAME, conditions_hash, flatten, to_json
 from metasearch.tracking import store
 from metasearch.tracking.heldout import Gate, GateResult, run_gate
@@ -76,7 +78,7 @@ def _promote(
 ) -> dict[str, Any]:
     from metasearch.archive import GitArchive
     from metasearch.manifest import load_manifest
-    from metasearch.tracking.replay import JournalReplay
+    from metasearch.tracking.replay import JournalReplay, config_data
 
     study_dir = Path(study_dir).resolve()
     if not _NAME.match(name):
@@ -110,8 +112,14 @@ def _promote(
             agent_dir = Path(tmp) / "agent"
             archive.export(agent_id, agent_dir)
             load_manifest(agent_dir)  # a model must have a solve entry point
+            requirements = agent_requirements(agent_dir)
+            if not (agent_dir / REQUIREMENTS).exists():
+                (agent_dir / REQUIREMENTS).write_text("".join(f"{line}\n" for line in requirements))
             _save_model(
-                Path(tmp) / "model", agent_dir, _model_config(study_dir, agent_id, replay.study, timeout_s)
+                Path(tmp) / "model",
+                agent_dir,
+                _model_config(study_dir, agent_id, replay.study, timeout_s),
+                requirements,
             )
             record = baseline_record(study_dir, archive.index.drift)
             if record is not None:  # the conditions in force, beside the model files
@@ -127,10 +135,11 @@ def _promote(
         **{f"metasearch.{k}": str(v) for k, v in scores.items()},
     }
     tags.update(provenance_tags(study_dir, archive.index, agent_id))
+    suite = str((config_data(study_dir).get("suite") or {}).get("name") or "")
+    if suite:
+        tags["metasearch.suite"] = suite  # the suite the search ran
     if gate_result is not None:
-        tags["metasearch.gate"] = str(gate)
-        tags["metasearch.gate_mean"] = f"{gate_result.mean:.6g}"
-        tags.update({f"metasearch.gate.{t}": f"{s:.6g}" for t, s in gate_result.scores.items()})
+        tags.update(gate_tags(gate_result))
     _ensure_registered_model(client, name, replay.study)
     source = f"{client.get_run(run_id).info.artifact_uri}/{artifact_path}"
     summary = str(agent.meta.get("summary") or agent.meta.get("seed") or "")
@@ -168,6 +177,22 @@ def provenance_tags(study_dir: Path, index: Any, agent_id: str) -> dict[str, str
     tags["metasearch.conditions"] = ",".join(seen)
     tags["metasearch.conditions_in_force"] = current
     tags["metasearch.conditions_match"] = str(seen == [current]).lower()
+    return tags
+
+
+def gate_tags(result: GateResult) -> dict[str, str]:
+    """What a registered version records of its gate: suite, threshold, held-out subset, mean, pass, and
+    each task's score (``metasearch.gate.<task>``)."""
+    tags = {
+        "metasearch.gate": f"{result.suite}:{result.threshold:g}",
+        "metasearch.gate_suite": result.suite,
+        "metasearch.gate_threshold": f"{result.threshold:g}",
+        "metasearch.gate_subset": result.subset,
+        "metasearch.gate_tasks": str(len(result.scores)),
+        "metasearch.gate_mean": f"{result.mean:.6g}",
+        "metasearch.gate_passed": str(result.passed).lower(),
+    }
+    tags.update({f"metasearch.gate.{t}": f"{s:.6g}" for t, s in result.scores.items()})
     return tags
 
 
@@ -222,7 +247,22 @@ def _model_config(study_dir: Path, agent_id: str, study: str, timeout_s: float) 
     return {"agent_id": agent_id, "study": study, "artifact_path": artifact_path, "timeout_s": timeout_s}
 
 
-def _save_model(path: Path, agent_dir: Path, model_config: dict[str, Any]) -> None:
+def model_requirements(agent: Sequence[str]) -> list[str]:
+    """The pyfunc's pip requirements: MLflow (this version) and pandas, which the model code imports, then
+    the agent's own; an agent's pin of either wins over the default."""
+    import mlflow
+
+    def name(req: str) -> str:
+        return re.split(r"[\s<>=!~;\[]", req, maxsplit=1)[0].lower().replace("_", "-")
+
+    chosen = {"mlflow": f"mlflow=={mlflow.__version__}", "pandas": "pandas"}
+    chosen.update({name(req): req for req in agent})
+    return list(chosen.values())
+
+
+def _save_model(
+    path: Path, agent_dir: Path, model_config: dict[str, Any], requirements: Sequence[str]
+) -> None:
     import mlflow
     from mlflow.models import ModelSignature
     from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
@@ -241,7 +281,7 @@ def _save_model(path: Path, agent_dir: Path, model_config: dict[str, Any]) -> No
             model_config=model_config,
             signature=signature,
             # Explicit, so MLflow does not load the model (and run agent code) to infer requirements.
-            pip_requirements=[f"mlflow=={mlflow.__version__}", "pandas"],
+            pip_requirements=model_requirements(requirements),
             metadata={
                 "metasearch.agent_id": model_config["agent_id"],
                 "metasearch.study": model_config["study"],

@@ -33,7 +33,9 @@ _AGENT_META_PARAMS = {
     "proposer",
     "model",
 }
+DIFF_ARTIFACT = "proposal.diff.txt"
 _STATISTICS = frozenset({"agent_added", "evaluation_recorded", "expansion_failed", "usage"})
+_STATUS_OPS = frozenset({"agent_added", "evaluation_recorded", "job_started", "job_abandoned"})
 
 
 class JournalReplay:
@@ -58,7 +60,10 @@ class JournalReplay:
         self.finished = False
         self.best: str | None = None
         self.tree_version = 0  # bumps whenever the lineage picture would change
+        self.open_evaluations: dict[str, str] = {}  # evaluate job id -> agent id, started and not closed
+        self.last_evaluation_ms: dict[str, int] = {}
         self._touched: set[str] = set()
+        self._status_touched: set[str] = set()
         self._dirty = False  # the batch changed a statistic (lease and job lines do not)
         self._ts_ms = 0
         self._select = _final_selector(self.study_dir)
@@ -92,13 +97,18 @@ class JournalReplay:
             batch.end, batch.lines = self.parsed, lines
             if self._dirty:
                 self._close_batch(batch)
+            for agent_id in self._status_touched:
+                batch.statuses[agent_id] = self.run_status(agent_id)
         elif self._dirty:  # resuming: the best-belief tag MLflow holds is this one
             self.best = self.best_belief()
         self._touched.clear()
+        self._status_touched.clear()
         self._dirty = False
 
     def _apply(self, event: dict[str, Any], batch: Batch | None) -> None:
         op = event.get("op")
+        if op in _STATUS_OPS:
+            self._track_open(op, event)
         if op in _STATISTICS:  # series points carry the time of the last statistic, not of a heartbeat
             self._ts_ms = int(float(event.get("ts", 0)) * 1000)
             self._dirty = True
@@ -116,6 +126,7 @@ class JournalReplay:
             if batch is not None:
                 batch.tag(STUDY, "metasearch.finished", str(event.get("reason", "")))
                 batch.study_status = "FINISHED"
+                batch.study_end_ms = int(float(event.get("ts", 0)) * 1000) or None
         elif op == "drift_accepted" and batch is not None:
             changed = [d for d in event.get("differences") or () if d.get("score_deciding")]
             batch.tag(STUDY, "metasearch.provenance.conditions", str(event.get("conditions")))
@@ -128,6 +139,35 @@ class JournalReplay:
             self.finished = False
             if batch is not None:
                 batch.study_status = "RUNNING"
+
+    def run_status(self, agent_id: str) -> tuple[str, int | None]:
+        """The MLflow status and end time (ms) of an agent's run: RUNNING while an evaluation of it is in
+        flight, SCHEDULED before its first, then FINISHED (FAILED when an evaluation was flagged) ending
+        at its latest evaluation. A pure function of the journal prefix, like every mirrored value."""
+        if agent_id in self.open_evaluations.values():
+            return "RUNNING", None
+        end = self.last_evaluation_ms.get(agent_id)
+        if end is None:
+            return "SCHEDULED", None
+        return ("FAILED" if self.flags.get(agent_id) else "FINISHED"), end
+
+    def _track_open(self, op: str, event: dict[str, Any]) -> None:
+        job_id = str(event.get("job_id") or "")
+        if op == "job_started":
+            job = event.get("job") or {}
+            if job.get("kind") == "evaluate" and job.get("agent_id") in self.tree:
+                self.open_evaluations[job_id] = str(job["agent_id"])
+                self._status_touched.add(str(job["agent_id"]))
+            return
+        if op == "agent_added":
+            self._status_touched.add(str(event["agent"]["id"]))
+            return
+        agent_id = self.open_evaluations.pop(job_id, None)
+        if op == "evaluation_recorded" and event["evaluation"]["agent_id"] in self.tree:
+            agent_id = str(event["evaluation"]["agent_id"])
+            self.last_evaluation_ms[agent_id] = int(float(event.get("ts", 0)) * 1000)
+        if agent_id is not None:
+            self._status_touched.add(agent_id)
 
     def _agent_added(self, event: dict[str, Any], batch: Batch | None) -> None:
         a = event["agent"]
@@ -165,8 +205,8 @@ class JournalReplay:
         }
         batch.new_runs.append(NewRun(agent, tags, params))
         job_dir = self.study_dir / "logs" / str(meta.get("job_id", ""))
-        if (job_dir / "proposal.diff").is_file():
-            batch.artifact(agent.id, str(job_dir / "proposal.diff"))
+        if (job_dir / "proposal.diff").is_file():  # .txt: the MLflow UI previews it (not a .diff)
+            batch.artifact(agent.id, str(job_dir / "proposal.diff"), name=DIFF_ARTIFACT)
         transcript = meta.get("transcript_path")
         if transcript:
             path = Path(transcript) if Path(transcript).is_absolute() else self.study_dir / transcript

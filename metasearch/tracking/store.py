@@ -10,6 +10,11 @@ with ``sync``)::
 
 Runs are found by tags, never by name: ``metasearch.kind`` is ``study`` or ``agent``, and agent runs carry
 ``metasearch.agent_id``.
+
+The experiment also carries the agents view (``view_tags``): a saved view of the MLflow UI (an experiment
+tag ``mlflow.sharedViewState.<id>`` that MLflow 3's runs page lists under its saved views and opens from
+``?viewStateShareKey=<id>``) with agent runs only, best own mean first, and own mean, trials, clade score
+and state as columns; and ``own_mean`` as the experiment's primary metric, which the charts default to.
 """
 
 from __future__ import annotations
@@ -38,6 +43,18 @@ ARTIFACT_DIR = "mlartifacts"
 KIND = "metasearch.kind"
 AGENT_ID = "metasearch.agent_id"
 STUDY_DIR_TAG = "metasearch.study_dir"
+AGENTS_VIEW = "metasearch-agents"
+AGENT_FILTER = f"tags.`{KIND}` = 'agent'"
+AGENT_COLUMNS = (
+    "metrics.`own_mean`",
+    "metrics.`trials`",
+    "metrics.`cmp`",
+    "metrics.`clade_trials`",
+    "tags.`metasearch.state`",
+    "tags.`metasearch.best_belief`",
+    "tags.`metasearch.flags`",
+    "params.`parent_id`",
+)
 
 
 def default_tracking_uri(study_dir: Path) -> str:
@@ -116,6 +133,53 @@ def experiment_for(client: MlflowClient, study_dir: Path, study: str, tracking_u
                 client.restore_experiment(exp.experiment_id)
             return str(exp.experiment_id)
     raise ConfigError(f"MLflow experiments {names} belong to other study directories; rename the study")
+
+
+def view_tags(created_ms: int) -> dict[str, str]:
+    """The experiment tags of the agents view (see the module docstring); ``created_ms`` dates it."""
+    state = {
+        # search facets
+        "searchFilter": AGENT_FILTER,
+        "orderByKey": "metrics.`own_mean`",
+        "orderByAsc": False,
+        "startTime": "ALL",
+        "lifecycleFilter": "Active",
+        "modelVersionFilter": "All Runs",
+        "datasetsFilter": [],
+        # UI state: MLflow replaces its own with this one, so every field is given
+        "selectedColumns": list(AGENT_COLUMNS),
+        "columnOrder": [],
+        "columnWidths": {},
+        "runsExpanded": {},
+        "runsPinned": [],
+        "runsHidden": [],
+        "runsVisibilityMap": {},
+        "runsHiddenMode": "FIRST_10_RUNS",
+        "viewMaximized": False,
+        "runListHidden": False,
+        "isAccordionReordered": False,
+        "groupBy": None,
+        "groupsExpanded": {},
+        "autoRefreshEnabled": True,
+        "useGroupedValuesInCharts": True,
+        "hideEmptyCharts": True,
+        "globalLineChartConfig": {"xAxisKey": "step", "lineSmoothness": 0, "selectedXAxisMetricKey": ""},
+        "chartsSearchFilter": "",
+    }
+    envelope = {"name": "metasearch: agents by own mean", "createdAt": created_ms, "state": json.dumps(state)}
+    return {
+        f"mlflow.sharedViewState.{AGENTS_VIEW}": json.dumps(envelope),
+        "mlflow.experiment.primaryMetric.name": "own_mean",
+        "mlflow.experiment.primaryMetric.greaterIsBetter": "true",
+    }
+
+
+def set_view_tags(client: MlflowClient, experiment_id: str) -> None:
+    """Write the agents view onto the experiment, unless it already holds these exact tags."""
+    exp = client.get_experiment(experiment_id)
+    for key, value in view_tags(int(exp.creation_time or 0)).items():
+        if exp.tags.get(key) != value:
+            client.set_experiment_tag(experiment_id, key, value)
 
 
 def _sync_normal(client: MlflowClient) -> None:

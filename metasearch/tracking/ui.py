@@ -14,20 +14,19 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 from urllib.parse import urlencode
 
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.tracking import store
 
 log = logging.getLogger(__name__)
-
-AGENT_FILTER = f"tags.`{store.KIND}` = 'agent'"
 
 
 @dataclass(frozen=True)
@@ -43,13 +42,11 @@ class UIServer:
 
     @property
     def agents_url(self) -> str:
-        """Agent runs only, flat, best own mean first (a metric sort un-nests runs in the MLflow UI)."""
+        """The experiment's agents view (``store.view_tags``): agent runs only, flat, best own mean first,
+        with own mean, trials, clade score and state as columns."""
         if not self.experiment_id:
             return self.url
-        query = urlencode(
-            {"searchFilter": AGENT_FILTER, "orderByKey": "metrics.`own_mean`", "orderByAsc": "false"}
-        )
-        return f"{self.experiment_url}?{query}"
+        return f"{self.experiment_url}?{urlencode({'viewStateShareKey': store.AGENTS_VIEW})}"
 
 
 @contextmanager
@@ -96,13 +93,30 @@ def ui_server(
 
 
 def serve_ui(study_dir: Path, port: int = 5000, host: str = "127.0.0.1") -> None:
-    """Start the UI, print its URL, block until Ctrl-C (or the server exits)."""
-    with ui_server(study_dir, port, host) as server:
-        print(f"MLflow UI for {Path(study_dir).name}: {server.experiment_url}", flush=True)
-        print(f"agents ranked by own mean: {server.agents_url}", flush=True)
-        print("press Ctrl-C to stop", flush=True)
-        with suppress(KeyboardInterrupt):
+    """Start the UI, print its URL, block until Ctrl-C, SIGTERM or SIGHUP (or the server exits); the
+    server's process group goes with it whichever way it stops, during startup too."""
+    previous = _stop_on_signals()
+    try:
+        with suppress(KeyboardInterrupt), ui_server(study_dir, port, host) as server:
+            print(f"MLflow UI for {Path(study_dir).name}: {server.experiment_url}", flush=True)
+            print(f"agents ranked by own mean: {server.agents_url}", flush=True)
+            print("press Ctrl-C to stop", flush=True)
             server.process.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _stop_on_signals() -> dict[int, Any]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt, like Ctrl-C, so the context managers clean up (the
+    default action ends Python on the spot and leaves the server, in its own session, running)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    return {signum: signal.signal(signum, interrupt) for signum in (signal.SIGTERM, signal.SIGHUP)}
 
 
 def _wait_ready(url: str, proc: subprocess.Popen[bytes], output: IO[bytes], timeout_s: float) -> None:

@@ -197,3 +197,33 @@ def test_streams_are_relayed_event_by_event_and_metered(tmp_path: Path) -> None:
                 proc.wait()
     [first, *_] = [json.loads(x) for x in (tmp_path / "llm.jsonl").read_text().splitlines()]
     assert first["stream"] is True and first["response"] == "one two three four five"
+
+
+FLAGSHIP = Path(__file__).parents[2] / "configs" / "hgm-kernels-vllm.yaml"
+
+
+def test_the_flagship_configs_job_cap_stops_a_job_at_the_gateway(tmp_path: Path) -> None:
+    from metasearch.config import load_config
+    from metasearch.llm.service import LLMService
+
+    assert load_config(FLAGSHIP, []).config.llm.max_tokens_per_job == 2_000_000
+    with ScriptedLLM(["one two three four five"]) as llm:  # each call: 1 prompt + 5 completion tokens
+        overrides = ["llm.serve=null", f"llm.base_url={llm.base_url}", "llm.api_key_env=null"]
+        section = load_config(FLAGSHIP, [*overrides, "llm.max_tokens_per_job=16"]).config.llm
+        service = LLMService(section, study_dir=tmp_path)
+        try:
+            with service.gateway("job-1", tmp_path) as gw:
+                replies = [call(str(gw.socket_path), chat_body("hi")) for _ in range(5)]
+            assert [status for status, _ in replies] == [200, 200, 200, 403, 403]
+            assert replies[3][1]["error"]["type"] == "token_budget_exhausted"
+            assert "job: 18 of 16 tokens" in replies[3][1]["error"]["message"]
+            # each completion may use what the job has left, so a real model stops at the cap
+            assert [r["max_tokens"] for r in llm.requests] == [16, 10, 4]
+            assert len(llm.requests) == 3 and gw.budget_refusals == 2
+            # a proposer's own cap (proposer.max_tokens_per_job) narrows the study's for its job
+            with service.gateway("job-2", tmp_path, job_limit=8) as gw:
+                replies = [call(str(gw.socket_path), chat_body("hi")) for _ in range(3)]
+            assert [status for status, _ in replies] == [200, 200, 403]
+            assert [r["max_tokens"] for r in llm.requests[3:]] == [8, 2]
+        finally:
+            service.close()

@@ -12,6 +12,7 @@ from kernels_fixtures import DOCKER_EXPLOITS, EXPLOITS, ORACLES, cheat, cheat_ki
 
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.sandboxes.local import LocalSandbox
+from metasearch.sandboxes.protocol import ExecResult, RunSpec
 from metasearch.suites.kernels import TASKS_DIR, KernelsSuite, aggregate, cuda_available, task_specs
 from metasearch.suites.protocol import Suite, TaskResult
 
@@ -71,6 +72,49 @@ def test_gpu_tasks_are_gated_on_a_cuda_probe() -> None:
         with pytest.raises(ConfigError, match="CUDA"):
             suite.needs()
         assert all(not t.needs_gpu for t in KernelsSuite(KernelsSuite.Config(subset="all")).tasks())
+
+
+class RecordingSandbox:
+    """A Sandbox that records what it is asked to run and answers like a grader that printed nothing."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.specs: list[RunSpec] = []
+
+    def run(self, spec: RunSpec) -> ExecResult:
+        self.specs.append(spec)
+        return ExecResult(exit_code=0, stdout="", stderr="", duration_s=0.0)
+
+
+def test_device_cuda_times_every_selected_task_on_the_gpu(tmp_path: Path) -> None:
+    suite = KernelsSuite(KernelsSuite.Config(subset="all", device="cuda"))
+    tasks = suite.tasks()
+    assert len(tasks) >= 9 and all(t.needs_gpu for t in tasks)  # 10 where CUDA answers the probe
+    assert all("Timed on a CUDA GPU" in t.statement for t in tasks)
+    suite.prepare("kernels/row_softmax", tmp_path / "task")
+    assert "Timed on a CUDA GPU" in (tmp_path / "task" / "TASK.md").read_text()
+    box = RecordingSandbox()
+    suite.grade("kernels/row_softmax", tmp_path / "artifact", box)
+    [spec] = box.specs
+    assert spec.command[spec.command.index("--device") + 1] == "cuda"
+    KernelsSuite().grade("kernels/row_softmax", tmp_path / "artifact", box)  # the default: the task's own
+    assert box.specs[1].command[box.specs[1].command.index("--device") + 1] == "cpu"
+    if not cuda_available():
+        with pytest.raises(ConfigError, match=r"suite\.device"):
+            suite.needs()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("task", CPU_TASKS)
+def test_every_task_grades_on_cuda(task: str, tmp_path: Path) -> None:
+    """The flagship config's benchmark: the CPU tasks' oracles are correct when timed on the GPU too."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU")
+    suite = KernelsSuite(KernelsSuite.Config(subset="all", device="cuda"))
+    good = grade(suite, task, oracle(task), tmp_path)
+    assert good.error is None and good.metrics["correct"] == 1.0, good
+    assert grade(suite, task, wrong(task), tmp_path).score == 0.0
 
 
 @pytest.mark.parametrize("task", CPU_TASKS)
@@ -239,3 +283,15 @@ def test_gpu_task_on_cuda(tmp_path: Path) -> None:
     bad = grade(suite, "gpu_row_softmax", wrong("gpu_row_softmax"), tmp_path)
     assert bad.score == 0.0
     assert set(ORACLES) >= {p.name for p in TASKS_DIR.iterdir() if p.is_dir() and p.name != "__pycache__"}
+
+
+def test_the_flagship_config_benchmarks_at_least_8_kernels_tasks_on_the_gpu() -> None:
+    from metasearch.config import load_config
+
+    config = Path(__file__).parents[2] / "configs" / "hgm-kernels-vllm.yaml"
+    suite = load_config(config, []).plugins["suite"].create()
+    tasks = suite.tasks()
+    assert len(tasks) >= 8 and all(t.needs_gpu for t in tasks), [t.id for t in tasks]
+    if not cuda_available():  # a CPU-only machine: the dry run's readiness check names what is missing
+        with pytest.raises(ConfigError, match="CUDA"):
+            suite.needs()

@@ -66,3 +66,16 @@ def test_a_5000_deep_chain_draws_without_recursion_quickly() -> None:
     assert time.perf_counter() - started < 5.0
     assert svg.count('class="node"') == 5000
     assert layout(nodes)["a4999"] == (4999, 0.0)
+
+
+def test_nodes_link_to_their_runs_when_the_mirror_knows_them() -> None:
+    nodes = nodes_from_tree(small_tree())
+    runs = {"a0": "r0", "a2": "r2"}  # a run the mirror has not created yet gets no link
+    root = ET.fromstring(lineage_svg(nodes, runs=runs, experiment_id="7"))
+    links = {g.get("data-id"): g.find(f"{SVG}a") for g in root.findall(f"{SVG}g[@class='node']")}
+    assert links["a0"].get("href") == "./#/experiments/7/runs/r0"
+    assert links["a2"].get("href") == "./#/experiments/7/runs/r2"
+    assert links["a1"] is None and links["a0"].find(f"{SVG}circle") is not None
+    page = lineage_html(nodes, runs=runs, experiment_id="7")
+    assert page.count('class="run" href="./#/experiments/7/runs/') == 2
+    assert "./#/experiments" not in lineage_html(nodes, runs=runs)  # no experiment: no links

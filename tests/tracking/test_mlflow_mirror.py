@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -77,6 +78,9 @@ def test_a_study_is_mirrored_run_by_run(tmp_path: Path) -> None:
     [study_run] = runs_of(client, exp, "study")
     index = archive.index
     assert study_run.info.status == "FINISHED"
+    events = [json.loads(line) for line in (archive.root / "journal.jsonl").read_text().splitlines()]
+    finished_ts = [e["ts"] for e in events if e["op"] == "study_finished"]
+    assert study_run.info.end_time == int(finished_ts[-1] * 1000)
     assert study_run.data.tags["metasearch.finished"].startswith("budget exhausted")
     params = study_run.data.params
     assert params["budget.evaluations"] == "20" and params["scheduler.name"] == "hgm"
@@ -96,6 +100,7 @@ def test_a_study_is_mirrored_run_by_run(tmp_path: Path) -> None:
     assert all(f'data-id="{agent_id}"' in html for agent_id in index.agents)
 
     own, clade = expected_stats(archive)
+    eval_events = [e for e in events if e["op"] == "evaluation_recorded"]
     agent_runs = {r.data.tags[store.AGENT_ID]: r for r in runs_of(client, exp, "agent")}
     assert set(agent_runs) == set(index.agents), "exactly one run per agent"
     failed_parents = {f["parent_id"]: [] for f in index.failed_expansions}
@@ -113,12 +118,23 @@ def test_a_study_is_mirrored_run_by_run(tmp_path: Path) -> None:
             assert data.params["proposer"] == "seed"
         else:
             assert data.params["proposer"] == "fake" and "meta.knobs.lr" in data.params
-            assert {"proposal.diff", "transcript/transcript.json"} <= files
+            assert {"proposal.diff.txt", "transcript/transcript.json"} <= files
             diff = Path(
-                client.download_artifacts(run_id, "proposal.diff", str(tmp_path / agent_id))
+                client.download_artifacts(run_id, "proposal.diff.txt", str(tmp_path / agent_id))
             ).read_text()
             assert "quality.txt" in diff
         evs = [ev for ev in index.evaluations.values() if ev.agent_id == agent_id]
+        # start: the agent's creation; end and a terminal status: its latest evaluation (none in flight)
+        assert run.info.start_time == int(agent.created_at * 1000)
+        if evs:
+            last = max(e["ts"] for e in eval_events if e["evaluation"]["agent_id"] == agent_id)
+            flagged = any(ev.flags for ev in evs)
+            assert (run.info.status, run.info.end_time) == (
+                "FAILED" if flagged else "FINISHED",
+                int(last * 1000),
+            )
+        else:
+            assert run.info.status == "SCHEDULED" and run.info.end_time is None
         if evs:
             assert data.tags["metasearch.state"] == "evaluated"
             assert data.metrics["own_mean"] == pytest.approx(sum(own[agent_id]) / len(own[agent_id]))
@@ -140,6 +156,15 @@ def test_a_study_is_mirrored_run_by_run(tmp_path: Path) -> None:
     assert any(r.data.tags.get("metasearch.flags") for r in agent_runs.values()), (
         "the fake flags ~30% of runs"
     )
+    for run in agent_runs.values():  # the lineage picture links each node to its run
+        assert f'data-run="{run.info.run_id}"' in html
+        assert f'href="./#/experiments/{exp}/runs/{run.info.run_id}"' in html
+    view = client.get_experiment(exp).tags  # the agents view the UI lists and `metasearch ui` opens
+    state = json.loads(json.loads(view[f"mlflow.sharedViewState.{store.AGENTS_VIEW}"])["state"])
+    assert {"metrics.`own_mean`", "metrics.`trials`", "metrics.`cmp`", "tags.`metasearch.state`"} <= set(
+        state["selectedColumns"]
+    )
+    assert state["searchFilter"] == store.AGENT_FILTER and state["orderByKey"] == "metrics.`own_mean`"
     best = [a for a, r in agent_runs.items() if r.data.tags.get("metasearch.best_belief") == "true"]
     assert best == [study.best()]
     archive.close()

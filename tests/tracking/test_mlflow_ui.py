@@ -81,6 +81,60 @@ def test_the_ui_serves_the_study_store(served: Served) -> None:
     assert page.status_code == 200 and all(f'data-id="{a}"' in page.text for a in archive.index.agents)
 
 
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's wait is missing
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_metasearch_ui_stops_its_server_on_sigterm_and_sigint(served: Served, signum: int) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metasearch.cli", "ui", str(served.archive.root), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # printed once the server answers
+        assert first.startswith("MLflow UI for s: "), (first, proc.stderr.read() if proc.poll() else "")
+        server = _descendants(proc.pid)
+        assert server, "mlflow server runs as a child of `metasearch ui`"
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200
+        proc.send_signal(signum)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    left = {pid for pid in server if _alive(pid)}
+    assert not left, f"mlflow server processes left running after {signal.Signals(signum).name}: {left}"
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
+
+
 @pytest.mark.browser
 def test_agent_runs_are_listed_in_a_real_browser(
     served: Served, tmp_path_factory: pytest.TempPathFactory

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -48,6 +49,11 @@ def test_promote_registers_aliases_and_tags_and_the_alias_predicts(tmp_path: Pat
     own = [ev.score for ev in archive.index.evaluations.values() if ev.agent_id == best]
     assert float(version.tags["metasearch.own_mean"]) == pytest.approx(sum(own) / len(own), abs=1e-6)
     assert version.tags["metasearch.trials"] == str(len(own))
+    # the pyfunc declares its requirements: MLflow and pandas for the model code; the agent imports none
+    reqs = Path(
+        client.download_artifacts(result["run_id"], "model-tiny-agent/requirements.txt", str(tmp_path))
+    )
+    assert reqs.read_text().split() == [f"mlflow=={mlflow.__version__}", "pandas"]
     run = client.get_run(result["run_id"])
     assert (
         run.data.tags[store.AGENT_ID] == best
@@ -155,4 +161,13 @@ def test_the_heldout_gate_refuses_a_weak_agent_and_passes_a_good_one(tmp_path: P
     version = MlflowClient(uri, registry_uri=uri).get_model_version_by_alias("tabular", "production")
     assert version.tags["metasearch.gate"] == "training:0.3"
     assert float(version.tags["metasearch.gate_mean"]) == pytest.approx(gate["mean"], rel=1e-5)
+    assert (
+        version.tags["metasearch.gate_subset"] == "heldout" and version.tags["metasearch.suite"] == "training"
+    )
+    client = MlflowClient(uri, registry_uri=uri)
+    model_dir = Path(client.download_artifacts(result["run_id"], "model-tabular", str(tmp_path / "m")))
+    numpy_pin = f"numpy=={importlib.metadata.version('numpy')}"
+    assert numpy_pin in (model_dir / "requirements.txt").read_text().split()  # the agent imports numpy
+    assert "torch" not in (model_dir / "requirements.txt").read_text()  # and not torch
+    assert (model_dir / "artifacts" / "agent" / "requirements.txt").read_text().split() == [numpy_pin]
     archive.close()

@@ -11,7 +11,8 @@ that only does what the judge asks, and the inputs come from seeds drawn at grad
 Subsets: ``cpu`` (8 tasks whose naive reference leaves at least 5x headroom on one CPU core, plus the
 ``add_control`` task, which is already optimal and must not count as faster), ``smoke``, ``control``,
 ``gpu`` (tasks that need CUDA; listed only where a CUDA probe succeeds, unless asked for by name) and
-``all``. Suite metrics (``aggregate``): fast_0, fast_1, fast_2 over all tasks, and the geometric-mean speedup
+``all``. ``device: cuda`` times every selected task on the GPU (a task that needs CUDA always is):
+``subset: all, device: cuda`` is the GPU benchmark of the flagship config. Suite metrics (``aggregate``): fast_0, fast_1, fast_2 over all tasks, and the geometric-mean speedup
 of the correct, unflagged ones.
 """
 
@@ -24,7 +25,7 @@ import sys
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -79,6 +80,8 @@ class KernelsSuite:
         warmup: int = Field(2, ge=0)
         solve_timeout_s: float = Field(900.0, gt=0)
         grade_timeout_s: float = Field(300.0, gt=0)
+        device: Literal["task", "cuda"] = "task"
+        """``task``: each task on the device its task.toml names; ``cuda``: every task on the GPU."""
 
     def __init__(self, config: Config | None = None, **_: object) -> None:
         self.config = config or KernelsSuite.Config()
@@ -87,11 +90,15 @@ class KernelsSuite:
             raise ConfigError(
                 f"suite.subset: unknown subset {self.config.subset!r}; allowed: {', '.join(sorted(subsets))}"
             )
-        self.needs_gpu = self.config.subset == "gpu"
+        self.needs_gpu = self.config.subset == "gpu" or self.config.device == "cuda"
 
     def needs(self) -> None:
         if self.needs_gpu and not cuda_available():
-            raise ConfigError("suite.subset: 'gpu' kernels need a CUDA GPU, and torch sees none here")
+            key = "suite.device: 'cuda'" if self.config.device == "cuda" else "suite.subset: 'gpu'"
+            raise ConfigError(f"{key} kernels need a CUDA GPU, and torch sees none here")
+
+    def _on_gpu(self, spec: Mapping[str, Any]) -> bool:
+        return bool(spec.get("needs_gpu")) or self.config.device == "cuda"
 
     def tasks(self, subset: str | None = None) -> Sequence[Task]:
         wanted = subset or self.config.subset
@@ -100,9 +107,9 @@ class KernelsSuite:
             Task(
                 id=f"kernels/{name}",
                 suite=self.name,
-                statement=_statement(name, spec),
+                statement=_statement(name, spec, self._on_gpu(spec)),
                 subsets=tuple(spec["subsets"]),
-                needs_gpu=bool(spec.get("needs_gpu")),
+                needs_gpu=self._on_gpu(spec),
                 timeout_s=self.config.solve_timeout_s,
             )
             for name, spec in task_specs().items()
@@ -114,7 +121,8 @@ class KernelsSuite:
         dest.mkdir(parents=True, exist_ok=True)
         (dest / "reference.py").write_text((TASKS_DIR / name / "reference.py").read_text())
         (dest / "task.toml").write_text((TASKS_DIR / name / "task.toml").read_text())
-        (dest / "TASK.md").write_text(_statement(name, task_specs()[name]))
+        spec = task_specs()[name]
+        (dest / "TASK.md").write_text(_statement(name, spec, self._on_gpu(spec)))
         (dest / "output").mkdir(exist_ok=True)
 
     def grader_files(self, task_id: str) -> dict[str, str]:
@@ -126,7 +134,7 @@ class KernelsSuite:
         name = _name(task_id)
         spec = task_specs()[name]
         artifact_dir.mkdir(parents=True, exist_ok=True)
-        device = "cuda" if spec.get("needs_gpu") else "cpu"
+        device = "cuda" if self._on_gpu(spec) else "cpu"
         return grade_kernel(
             sandbox,
             HERE / "tasks" / name,
@@ -202,8 +210,8 @@ def aggregate(results: Mapping[str, TaskResult]) -> dict[str, float]:
     }
 
 
-def _statement(name: str, spec: Mapping[str, Any]) -> str:
-    where = "on a CUDA GPU" if spec.get("needs_gpu") else "on one CPU core (single-threaded)"
+def _statement(name: str, spec: Mapping[str, Any], on_gpu: bool) -> str:
+    where = "on a CUDA GPU" if on_gpu else "on one CPU core (single-threaded)"
     return (
         f"# kernels/{name}\n\n{spec['description']}\n\n{DESCRIPTION}\n\nTimed {where}. Tolerances: atol "
         f"{spec['atol']}, rtol {spec['rtol']}. The sizes in reference.py are the timed ones; other shapes are "
