@@ -205,25 +205,28 @@ FLAGSHIP = Path(__file__).parents[2] / "configs" / "hgm-kernels-vllm.yaml"
 def test_the_flagship_configs_job_cap_stops_a_job_at_the_gateway(tmp_path: Path) -> None:
     from metasearch.config import load_config
     from metasearch.llm.service import LLMService
+    from metasearch.llm.usage import prompt_bound
 
     assert load_config(FLAGSHIP, []).config.llm.max_tokens_per_job == 2_000_000
+    bound = prompt_bound(chat_body("hi"))  # what a call reserves for its prompt before it is sent
     with ScriptedLLM(["one two three four five"]) as llm:  # each call: 1 prompt + 5 completion tokens
         overrides = ["llm.serve=null", f"llm.base_url={llm.base_url}", "llm.api_key_env=null"]
-        section = load_config(FLAGSHIP, [*overrides, "llm.max_tokens_per_job=16"]).config.llm
+        cap = bound + 10
+        section = load_config(FLAGSHIP, [*overrides, f"llm.max_tokens_per_job={cap}"]).config.llm
         service = LLMService(section, study_dir=tmp_path)
         try:
             with service.gateway("job-1", tmp_path) as gw:
-                replies = [call(str(gw.socket_path), chat_body("hi")) for _ in range(5)]
-            assert [status for status, _ in replies] == [200, 200, 200, 403, 403]
-            assert replies[3][1]["error"]["type"] == "token_budget_exhausted"
-            assert "job: 18 of 16 tokens" in replies[3][1]["error"]["message"]
-            # each completion may use what the job has left, so a real model stops at the cap
-            assert [r["max_tokens"] for r in llm.requests] == [16, 10, 4]
-            assert len(llm.requests) == 3 and gw.budget_refusals == 2
+                replies = [call(str(gw.socket_path), chat_body("hi")) for _ in range(4)]
+            assert [status for status, _ in replies] == [200, 200, 403, 403]
+            assert replies[2][1]["error"]["type"] == "token_budget_exhausted"
+            # each completion may use what the job has left after its prompt's bound: a real model stops
+            # at the cap (the scripted one ignores max_tokens and spends 6 per call, 12 in all)
+            assert [r["max_tokens"] for r in llm.requests] == [10, 4]
+            assert len(llm.requests) == 2 and gw.budget_refusals == 2
             # a proposer's own cap (proposer.max_tokens_per_job) narrows the study's for its job
-            with service.gateway("job-2", tmp_path, job_limit=8) as gw:
-                replies = [call(str(gw.socket_path), chat_body("hi")) for _ in range(3)]
-            assert [status for status, _ in replies] == [200, 200, 403]
-            assert [r["max_tokens"] for r in llm.requests[3:]] == [8, 2]
+            with service.gateway("job-2", tmp_path, job_limit=bound + 3) as gw:
+                replies = [call(str(gw.socket_path), chat_body("hi")) for _ in range(2)]
+            assert [status for status, _ in replies] == [200, 403]
+            assert [r["max_tokens"] for r in llm.requests[2:]] == [3]
         finally:
             service.close()
