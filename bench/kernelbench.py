@@ -1,7 +1,7 @@
 """KernelBench grading check: `metasearch bench kernelbench --path CHECKOUT [--levels 1] [--scale 0.125]`.
 
 Grades, for every loaded problem, the reference itself as the candidate (``ModelNew`` copied from
-``Model``: it must come out correct) and, with ``--wrong``, a candidate whose output is off by 10% plus one (it must
+``Model``: it must come out correct) and, with ``--wrong``, a candidate with one output element off by more than its own size (it must
 fail on correctness), through the suite's public ``grade`` in the chosen sandbox. Problems whose grading
 does not fit the memory limit are listed as left out, with the memory they need. Prints one table (problem,
 memory given, verdicts, seconds) and a summary; exits non-zero when a correct candidate failed or a wrong
@@ -30,7 +30,10 @@ _forward = ModelNew.forward
 
 
 def _off(self, *args):
-    return _forward(self, *args) * 1.1 + 1
+    out = _forward(self, *args).clone()
+    flat = out.view(-1)
+    flat[0] += 1 + flat[0].abs()  # beyond any tolerance below 100%, and no value is its own image
+    return out
 
 
 ModelNew.forward = _off
@@ -67,7 +70,7 @@ def _grade(suite: KernelBenchSuite, task_id: str, source: str, sandbox: Sandbox)
 
 
 def candidate(reference: str, wrong: bool) -> str:
-    """The reference renamed to ``ModelNew`` (a correct candidate), or one whose output is 10% and one off."""
+    """The reference renamed to ``ModelNew`` (a correct candidate), or one with an output element off by more than its size."""
     right = reference.replace("class Model(", "class ModelNew(").replace("super(Model,", "super(ModelNew,")
     if not wrong:
         return right
