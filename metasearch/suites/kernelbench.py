@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from metasearch.errors import ConfigError
 from metasearch.sandboxes.protocol import Sandbox
 from metasearch.suites.kernels import cuda_available, grade_kernel
-from metasearch.suites.kernels.footprint import estimate, machine_mb
+from metasearch.suites.kernels.footprint import Footprint, estimate, machine_mb
 from metasearch.suites.protocol import Task, TaskResult
 
 logger = logging.getLogger(__name__)
@@ -94,6 +94,7 @@ class KernelBenchSuite:
         self.device: str = device if device != "auto" else ("cuda" if cuda_available() else "cpu")
         self.needs_gpu = self.device == "cuda"
         self._grading_mb: dict[str, int] | None = None
+        self._too_small: dict[str, str] | None = None
 
     def needs(self) -> None:
         """Refuses ``device: cuda`` where torch sees no GPU; says which device ``auto`` chose."""
@@ -105,13 +106,19 @@ class KernelBenchSuite:
         """One line for ``--dry-run``: where grading runs, at what size, and what does not fit."""
         chosen = f"device {self.device}" + (" (auto)" if self.config.device == "auto" else "")
         note = chosen + ("" if self.config.scale == 1 else f", sizes scaled by {self.config.scale:g}")
-        too_big = self.too_big()
+        too_big, too_small = self.too_big(), self.too_small()
         if too_big:
             shown = ", ".join(f"{t.split('/', 1)[1]} ({mb} MB)" for t, mb in list(too_big.items())[:5])
             note += (
                 f"; {len(too_big)} of {len(self.files)} problems need more than {self.memory_limit_mb()} MB "
                 f"to grade and are left out: {shown}{', ...' if len(too_big) > 5 else ''} "
                 "(set suite.scale, or suite.memory_limit_mb on a larger machine)"
+            )
+        if too_small:
+            shown = ", ".join(t.split("/", 1)[1] for t in list(too_small)[:5])
+            note += (
+                f"; {len(too_small)} problems fail at scale {self.config.scale:g} (their reference runs at "
+                f"full size) and are left out: {shown}{', ...' if len(too_small) > 5 else ''}"
             )
         return note
 
@@ -122,21 +129,8 @@ class KernelBenchSuite:
         """Memory each problem's grading run gets (estimated once, from its sizes on the meta device; a
         problem the estimate cannot size gets the limit)."""
         if self._grading_mb is None:
-            with tempfile.TemporaryDirectory(prefix="ms-kb-size-") as tmp:
-                paths: dict[str, Path] = {}
-                for task_id in self.files:
-                    paths[task_id] = Path(tmp) / f"{len(paths)}.py"
-                    paths[task_id].write_bytes(self.reference(task_id))
-                found = estimate(list(paths.values()))
-            limit, sizes = self.memory_limit_mb(), {}
-            for task_id, path in paths.items():
-                footprint = found[path]
-                if isinstance(footprint, str):
-                    logger.info("kernelbench: %s not sized (%s); it gets %d MB", task_id, footprint, limit)
-                    sizes[task_id] = limit
-                else:
-                    sizes[task_id] = footprint.grading_mb
-            self._grading_mb = sizes
+            self._size_problems()
+        assert self._grading_mb is not None
         return self._grading_mb
 
     def too_big(self) -> dict[str, int]:
@@ -144,15 +138,53 @@ class KernelBenchSuite:
         limit = self.memory_limit_mb()
         return {t: mb for t, mb in self.grading_mb().items() if mb > limit}
 
+    def too_small(self) -> dict[str, str]:
+        """Problems the ``scale`` broke (their reference runs at full size, not scaled): task id -> why."""
+        if self._too_small is None:
+            self._size_problems()
+        assert self._too_small is not None
+        return self._too_small
+
+    def left_out(self) -> dict[str, str]:
+        """Problems not offered at all, with the reason: too big for the memory limit, or too small at the
+        scale."""
+        limit = self.memory_limit_mb()
+        out = {t: f"needs {mb} MB to grade, over {limit} MB" for t, mb in self.too_big().items()}
+        out.update({t: f"fails at scale {self.config.scale:g}: {why}" for t, why in self.too_small().items()})
+        return out
+
+    def _size_problems(self) -> None:
+        with tempfile.TemporaryDirectory(prefix="ms-kb-size-") as tmp:
+            scaled: dict[str, Path] = {}
+            full: dict[str, Path] = {}
+            for n, task_id in enumerate(self.files):
+                scaled[task_id] = Path(tmp) / f"{n}.py"
+                scaled[task_id].write_bytes(self.reference(task_id))
+                if self.config.scale != 1:
+                    full[task_id] = self.files[task_id]
+            found = estimate([*scaled.values(), *full.values()])
+        limit, sizes, broken = self.memory_limit_mb(), {}, {}
+        for task_id, path in scaled.items():
+            footprint = found[path]
+            if isinstance(footprint, str):
+                logger.info("kernelbench: %s not sized (%s); it gets %d MB", task_id, footprint, limit)
+                sizes[task_id] = limit
+                continue
+            sizes[task_id] = footprint.grading_mb
+            whole = found.get(full[task_id]) if task_id in full else None
+            if footprint.failure and isinstance(whole, Footprint) and not whole.failure:
+                broken[task_id] = footprint.failure
+        self._grading_mb, self._too_small = sizes, broken
+
     def tasks(self, subset: str | None = None) -> Sequence[Task]:
         """All loaded problems; ``subset`` may narrow them to one level (``"L1"``) or be ``"all"``."""
         if subset not in (None, "all") and subset not in {f"L{level}" for level in self.config.levels}:
             raise ConfigError(f"kernelbench: unknown subset {subset!r}; allowed: all, L<level>")
-        too_big = self.too_big()
-        if too_big:
+        left_out = self.left_out()
+        if left_out:
             logger.warning(
-                "kernelbench: %d problems need more than %d MB to grade and are left out: %s",
-                len(too_big), self.memory_limit_mb(), ", ".join(too_big),
+                "kernelbench: %d problems are left out: %s",
+                len(left_out), "; ".join(f"{t}: {why}" for t, why in left_out.items()),
             )  # fmt: skip
         return [
             Task(
@@ -164,7 +196,7 @@ class KernelBenchSuite:
                 timeout_s=self.config.solve_timeout_s,
             )
             for task_id in self.files
-            if (subset in (None, "all") or task_id.split("/")[1] == subset) and task_id not in too_big
+            if (subset in (None, "all") or task_id.split("/")[1] == subset) and task_id not in left_out
         ]
 
     def prepare(self, task_id: str, dest: Path) -> None:
@@ -182,6 +214,11 @@ class KernelBenchSuite:
             raise ConfigError(
                 f"kernelbench: {task_id} needs about {memory_mb} MB to grade, over suite.memory_limit_mb "
                 f"({self.memory_limit_mb()} MB); grade it smaller with suite.scale"
+            )
+        if task_id in self.too_small():
+            raise ConfigError(
+                f"kernelbench: {task_id} fails at suite.scale {cfg.scale:g} ({self.too_small()[task_id]}); "
+                "use a larger scale"
             )
         artifact_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="ms-kb-") as tmp:

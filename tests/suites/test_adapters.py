@@ -619,3 +619,48 @@ def test_kernelbench_large_output_grades_right_in_docker(docker_sandbox_factory,
     )
     bad = suite.grade(KB_RELU_ID, out, sandbox)
     assert bad.score == 0.0 and "wrong output" in (bad.error or ""), bad
+
+
+# Level 1's convolution layout: the kernel size goes through get_init_inputs (never scaled), the image size
+# through get_inputs (scaled); a small enough scale leaves an image smaller than the kernel.
+KB_CONV = """import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
+        super(Model, self).__init__()
+        self.conv2d = nn.Conv2d(in_channels, out_channels, kernel_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv2d(x)
+
+batch_size = 4
+in_channels = 3
+out_channels = 8
+kernel_size = 5
+height = 16
+width = 16
+
+def get_inputs():
+    x = torch.rand(batch_size, in_channels, height, width)
+    return [x]
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]
+"""
+
+
+def test_kernelbench_leaves_out_problems_the_scale_breaks(tmp_path: Path) -> None:
+    root = _kernelbench(tmp_path / "kb")
+    (root / "KernelBench" / "level1" / "55_conv_standard_2D.py").write_text(KB_CONV)
+    conv = "kernelbench/L1/55_conv_standard_2D"
+    assert conv in [t.id for t in _kb(root, levels=[1], device="cpu", scale=0.5).tasks()]  # 8x8 image: fine
+    small = _kb(root, levels=[1], device="cpu", scale=0.125)  # a 2x2 image under a 5x5 kernel
+    assert list(small.too_small()) == [conv] and "Kernel size" in small.too_small()[conv]
+    assert conv not in [t.id for t in small.tasks()] and len(small.tasks()) == 3
+    assert (
+        "1 problems fail at scale 0.125" in small.plan_note()
+        and "L1/55_conv_standard_2D" in small.plan_note()
+    )
+    with pytest.raises(ConfigError, match="use a larger scale"):
+        small.grade(conv, tmp_path / "out", LocalSandbox())

@@ -3,7 +3,8 @@
 The problem files are evaluated on PyTorch's ``meta`` device (shapes and dtypes, no data) in one
 subprocess: ``get_inputs``' tensors, the model's parameters and buffers, and the output of ``forward``.
 A forward that the meta device cannot run (data-dependent shapes) counts its output as large as its
-largest input. From those sizes, ``grading_mb`` gives the memory a grading run needs: the judge holds the
+largest input, and says why (``failure``): a problem whose forward runs at full size and fails once scaled
+down was made too small by the scale (a convolution's input below its kernel). From those sizes, ``grading_mb`` gives the memory a grading run needs: the judge holds the
 expected output, the inputs it sent and what the candidate's worker sent back; each of the two workers holds
 the model, its inputs (briefly twice, while unpacking) and its output.
 """
@@ -45,13 +46,14 @@ for path in sys.argv[1:]:
             inputs = list(module.get_inputs())
             model = module.Model(*module.get_init_inputs())
             largest = max([size(x) for x in inputs] or [0])
+            failure = None
             try:
                 with torch.no_grad():
                     output = size(model(*inputs))
-            except Exception:
-                output = largest
+            except Exception as exc:
+                output, failure = largest, f"{type(exc).__name__}: {exc}"[:300]
         params = sum(size(p) for p in model.parameters()) + sum(size(b) for b in model.buffers())
-        out[path] = {"inputs": size(inputs), "output": output, "params": params}
+        out[path] = {"inputs": size(inputs), "output": output, "params": params, "failure": failure}
     except Exception as exc:
         out[path] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
 print(json.dumps(out))
@@ -63,6 +65,7 @@ class Footprint:
     inputs: int  # bytes of one call's tensor inputs
     output: int
     params: int
+    failure: str | None = None  # why ``forward`` did not run on the meta device (then output is a guess)
 
     @property
     def grading_mb(self) -> int:
@@ -104,7 +107,9 @@ def estimate(files: Sequence[Path], timeout_s: float = 600.0) -> dict[Path, Foot
         found[path] = (
             str(entry["error"])
             if "error" in entry
-            else Footprint(int(entry["inputs"]), int(entry["output"]), int(entry["params"]))
+            else Footprint(
+                int(entry["inputs"]), int(entry["output"]), int(entry["params"]), entry.get("failure")
+            )
         )
     return found
 
