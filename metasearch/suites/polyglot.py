@@ -56,14 +56,19 @@ from metasearch.suites.kernelbench import hash_files
 from metasearch.suites.protocol import Task, TaskResult
 
 log = logging.getLogger(__name__)
-PER_TEST = (
-    "python",
-    "rust",
-    "cpp",
-    "javascript",
-    "java",
-)  # test by test against expected ids (go: exit status)
 LANGUAGES = ("cpp", "go", "java", "javascript", "python", "rust")
+PER_TEST = LANGUAGES  # test by test against expected ids, unless test_commands overrides the language
+# Test code and test data beyond files.test, by language: Go's cases_test.go (an "editor" file) and other
+# *_test.go, Rust's tests/ (tests/invalid/ data), C++'s test/ (Catch2), Java's src/test/, JavaScript's
+# specs and data/ (the files grep's tests search), Python's test modules.
+TEST_PATHS = {
+    "go": lambda parts: parts[-1].endswith("_test.go"),
+    "rust": lambda parts: parts[0] == "tests",
+    "cpp": lambda parts: parts[0] == "test",
+    "java": lambda parts: parts[:2] == ("src", "test"),
+    "javascript": lambda parts: parts[-1].endswith(".spec.js") or parts[0] == "data",
+    "python": lambda parts: parts[-1].endswith("_test.py") or parts[-1].startswith("test_"),
+}
 TEST_COMMANDS = {
     "python": "python3 -m pytest -q -p no:cacheprovider",
     "rust": "cargo test --offline -- --include-ignored",
@@ -140,6 +145,9 @@ DGM_MEDIUM = [
 ]
 SUBSETS = {"dgm-small": DGM_SMALL, "dgm-medium": DGM_MEDIUM}
 GRADE_SCRIPT = f"{TESTRUN_MOUNT}/exercise_grade.py"
+IMAGE_FIX = (
+    "grade in the polyglot image: `metasearch images build polyglot`, then set sandbox.image: polyglot"
+)
 
 
 @dataclass(frozen=True)
@@ -212,13 +220,12 @@ class PolyglotSuite:
     def prepare(self, task_id: str, dest: Path) -> None:
         """``TASK.md`` plus ``workspace/``: the exercise without ``.meta/`` and without its tests."""
         ex = self._exercise(task_id)
-        hidden = {".meta", *ex.tests, *ex.examples}
         workspace = dest / "workspace"
         shutil.copytree(
             ex.path,
             workspace,
             ignore=lambda folder, names: [
-                n for n in names if (Path(folder) / n).relative_to(ex.path).as_posix() in hidden
+                n for n in names if hidden(ex, (Path(folder) / n).relative_to(ex.path).as_posix())
             ],
         )
         (dest / "TASK.md").write_text(_statement(ex))
@@ -229,7 +236,9 @@ class PolyglotSuite:
         spec = self._spec(ex)
         if ex.language in PER_TEST and ex.language not in self.config.test_commands:
             spec["expected"] = self._expected(ex, sandbox)
-        return parse_grader_output(self._run(ex, "grade", spec, artifact_dir, sandbox))
+        done = self._run(ex, "grade", spec, artifact_dir, sandbox)
+        _raise_infrastructure(ex, done)
+        return parse_grader_output(done)
 
     def _spec(self, ex: Exercise) -> dict[str, object]:
         timeout = self.config.grade_timeout_s
@@ -259,6 +268,7 @@ class PolyglotSuite:
                 return self._expected_ids[key]
         with tempfile.TemporaryDirectory(prefix="ms-polyglot-") as empty:
             done = self._run(ex, "expect", self._spec(ex), Path(empty), sandbox)
+        _raise_infrastructure(ex, done)
         try:
             found = json.loads(done.stdout.strip().splitlines()[-1])
             ids, score, error = [str(i) for i in found["ids"]], float(found["score"]), found.get("error")
@@ -270,7 +280,8 @@ class PolyglotSuite:
         if not ids:
             raise InfrastructureError(
                 f"polyglot: the trusted run of {ex.language}/{ex.name}'s example solution found no tests "
-                f"(a missing toolchain or crate?): {error}"
+                f"(a missing toolchain or crate? {IMAGE_FIX}): {error}",
+                retryable=False,
             )
         if score < 1.0:
             log.warning("polyglot: %s/%s: the example solution fails here: %s", ex.language, ex.name, error)
@@ -282,6 +293,30 @@ class PolyglotSuite:
         if task_id not in self.exercises:
             raise ConfigError(f"polyglot: unknown task {task_id!r} (not among the loaded exercises)")
         return self.exercises[task_id]
+
+
+def hidden(ex: Exercise, rel: str) -> bool:
+    """Whether ``rel`` (a path in ``ex``'s folder) stays out of the agent's workspace: ``.meta`` and the
+    other Exercism folders (``.approaches`` and ``.articles`` hold solutions; ``.docs`` is in TASK.md),
+    the test and example files and the language's test code and data (``TEST_PATHS``)."""
+    parts = PurePosixPath(rel).parts
+    folder = len(parts) > 1 or (ex.path / rel).is_dir()
+    if parts[0].startswith(".") and parts[0] != ".docs" and folder:
+        return True
+    return rel in ex.tests or rel in ex.examples or TEST_PATHS[ex.language](parts)
+
+
+def _raise_infrastructure(ex: Exercise, done: ExecResult) -> None:
+    """A grader that found its toolchain incomplete says so on its last line: an infrastructure error."""
+    lines = done.stdout.strip().splitlines()
+    try:
+        problem = json.loads(lines[-1]).get("infrastructure") if lines else None
+    except (ValueError, AttributeError):
+        return
+    if problem:
+        raise InfrastructureError(
+            f"polyglot: cannot grade {ex.language}/{ex.name}: {problem}; {IMAGE_FIX}", retryable=False
+        )
 
 
 def _root(path: str | None) -> Path:
