@@ -267,7 +267,7 @@ def bench(
 
     import metasearch
 
-    names = ("archive", "schedulers", "sandbox", "llm", "tracking", "integrity")
+    names = ("archive", "schedulers", "sandbox", "llm", "tracking", "integrity", "polyglot")
     path = Path(metasearch.__file__).resolve().parents[1] / "bench" / f"{which}.py"
     if which not in names or not path.is_file():
         raise _fail(

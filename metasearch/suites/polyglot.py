@@ -266,6 +266,23 @@ class PolyglotSuite:
         with self._lock:
             if key in self._expected_ids:
                 return self._expected_ids[key]
+        ids, score, error = self.example_run(f"polyglot/{ex.language}/{ex.name}", sandbox)
+        if not ids:
+            raise InfrastructureError(
+                f"polyglot: the trusted run of {ex.language}/{ex.name}'s example solution found no tests "
+                f"(a missing toolchain or crate? {IMAGE_FIX}): {error}",
+                retryable=False,
+            )
+        if score < 1.0:
+            log.warning("polyglot: %s/%s: the example solution fails here: %s", ex.language, ex.name, error)
+        return ids
+
+    def example_run(self, task_id: str, sandbox: Sandbox) -> tuple[list[str], float, str | None]:
+        """The trusted run of the exercise's example solution: (test ids, score, error); the ids it finds
+        become the exercise's expected ids. A missing toolchain or an unreadable run raises
+        ``InfrastructureError``."""
+        ex = self._exercise(task_id)
+        key = hash_files(ex.path, sorted(p for p in ex.path.rglob("*") if p.is_file()))
         with tempfile.TemporaryDirectory(prefix="ms-polyglot-") as empty:
             done = self._run(ex, "expect", self._spec(ex), Path(empty), sandbox)
         _raise_infrastructure(ex, done)
@@ -277,17 +294,10 @@ class PolyglotSuite:
                 f"polyglot: the trusted run of {ex.language}/{ex.name}'s example solution failed "
                 f"({done.reason or exc}): {done.stderr[-800:]}"
             ) from exc
-        if not ids:
-            raise InfrastructureError(
-                f"polyglot: the trusted run of {ex.language}/{ex.name}'s example solution found no tests "
-                f"(a missing toolchain or crate? {IMAGE_FIX}): {error}",
-                retryable=False,
-            )
-        if score < 1.0:
-            log.warning("polyglot: %s/%s: the example solution fails here: %s", ex.language, ex.name, error)
-        with self._lock:
-            self._expected_ids[key] = ids
-        return ids
+        if ids:
+            with self._lock:
+                self._expected_ids[key] = ids
+        return ids, score, None if error is None else str(error)
 
     def _exercise(self, task_id: str) -> Exercise:
         if task_id not in self.exercises:
