@@ -99,9 +99,8 @@ def test_only_solution_editor_build_and_docs_files_reach_the_workspace(language:
 
 @pytest.fixture(scope="module")
 def polyglot_sandbox() -> Iterator[object]:
-    from tests.conftest import docker_ready
-
     from metasearch.sandboxes.images import build_hint, image_exists, image_tag
+    from tests.conftest import docker_ready
 
     reason = docker_ready()
     if reason is None and not image_exists(image_tag("polyglot")):
