@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 REPOSITORY = recipes.DEFAULT.repository
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 
 def recipe() -> str:
@@ -164,11 +165,21 @@ def _apt_install(spec: Recipe, root: Path) -> None:
 
 
 def _npm_install(spec: Recipe, root: Path) -> None:
+    """npm trusts the host's CA bundle for this download only (a TLS-inspecting proxy's CA is often
+    there and not in a fresh rootfs); the copy is removed afterwards."""
     if not spec.npm_packages:
         return
     log.info("npm install %s", " ".join(spec.npm_packages))
     npm = ["chroot", str(root), "npm", "install", "--prefix", NODE_HOME, "--no-audit", "--no-fund"]
-    _check([*npm, "--save-exact", *spec.npm_packages], "npm install in the rootfs")
+    npm += ["--fetch-retries=1", "--fetch-timeout=60000"]
+    bundle = root / "tmp" / "host-ca-certificates.crt"
+    if Path(HOST_CA_BUNDLE).is_file():
+        shutil.copyfile(HOST_CA_BUNDLE, bundle)
+        npm.append(f"--cafile=/{bundle.relative_to(root)}")
+    try:
+        _check([*npm, "--save-exact", *spec.npm_packages], "npm install in the rootfs")
+    finally:
+        bundle.unlink(missing_ok=True)
 
 
 def _pip_install(spec: Recipe, root: Path) -> None:
