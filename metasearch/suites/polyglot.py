@@ -177,7 +177,7 @@ class PolyglotSuite:
         exercises: list[str] | None = None  # "python/dominoes" or "python__dominoes"; None = all
         subset: str = "all"
         test_commands: dict[str, str] = Field(default_factory=dict)  # per-language overrides (sh -c)
-        grade_timeout_s: float = Field(180.0, gt=0)
+        grade_timeout_s: float = Field(600.0, gt=0)  # C++ compiles Catch2 (a 650 kB header) per run
         solve_timeout_s: float = Field(1200.0, gt=0)
 
     def __init__(self, config: Config | None = None, **_: object) -> None:

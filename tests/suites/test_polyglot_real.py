@@ -68,7 +68,7 @@ BREAK = {
 
 
 def _suite(language: str) -> PolyglotSuite:
-    return PolyglotSuite(PolyglotSuite.Config(path=str(ROOT), languages=[language]))
+    return PolyglotSuite(PolyglotSuite.Config(path=str(ROOT), languages=[language], grade_timeout_s=900))
 
 
 def _task(language: str) -> str:
@@ -117,13 +117,14 @@ def polyglot_sandbox(docker_sandbox_factory: object) -> Iterator[object]:
 def _solve(suite: PolyglotSuite, task_id: str, workspace: Path, edit: tuple[str, str] | None) -> None:
     """Put the exercise's example (``edit`` applied to it: a wrong one) in place of the stub."""
     ex = suite.exercises[task_id]
+    edited = 0
     for example, rel in example_targets(list(ex.examples), list(ex.solution)):
         text = (ex.path / example).read_text()
-        if edit is not None and rel in ex.solution:
-            assert edit[0] in text, f"{example} lacks {edit[0]!r}"
-            text = text.replace(edit[0], edit[1], 1)
+        if edit is not None and rel in ex.solution and edit[0] in text:
+            text, edited = text.replace(edit[0], edit[1], 1), edited + 1
         (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
         (workspace / rel).write_text(text)
+    assert edit is None or edited == 1, f"no solution file of {task_id} holds {edit[0]!r}"
 
 
 @pytest.mark.docker
