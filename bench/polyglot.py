@@ -132,7 +132,8 @@ def run(argv: list[str] | None = None) -> int:
                     f.write(json.dumps(row) + "\n")
     finally:
         sandbox.sweep()
-    print_table(summary(rows))
+    columns = ["language", "exercises", "examples_passed", "stubs_failed", "leaks", "time_s"]
+    print_table(summary(rows), columns)
     bad = [r for r in rows if not r["example_passed"] or not r.get("stub_failed") or r["leaks"]]
     for row in bad:
         reason = row["example_error"] or row.get("stub_error") or f"leaks {row['leaks']}"

@@ -2,8 +2,9 @@
 
 What the agent sees is checked file by file; grading runs in the offline-built polyglot image (each
 language: the example passes, the stub and a wrong solution fail); a toolchain the image lacks is an
-infrastructure error naming the fix. The Docker tests skip, saying why, when the polyglot image is
-absent (``metasearch images build polyglot``), except in CI, where ``.ci/setup`` builds it.
+infrastructure error naming the fix. The polyglot image tests skip, saying why, when the image is
+absent (``metasearch images build polyglot``, about 15 minutes), unless ``METASEARCH_POLYGLOT_IMAGE`` is
+set, as it is where ``.ci/setup`` was asked to build the image.
 """
 
 from __future__ import annotations
@@ -104,8 +105,8 @@ def polyglot_sandbox(docker_sandbox_factory: object) -> Iterator[object]:
 
     if not image_exists(image_tag("polyglot")):
         reason = f"polyglot image {image_tag('polyglot')} missing (build it with {build_hint('polyglot')})"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the polyglot image tests, but {reason}")
+        if os.environ.get("METASEARCH_POLYGLOT_IMAGE"):  # .ci/setup was asked to build it
+            pytest.fail(f"the polyglot image tests must run here, but {reason}")
         pytest.skip(reason)
     from metasearch.sandboxes.docker import DockerSandbox
 
