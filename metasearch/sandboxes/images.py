@@ -121,10 +121,12 @@ def _build_rootfs(spec: Recipe, dest: Path, mirror: str) -> None:
             target = root / path.lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
-        if spec.apt_packages or spec.npm_packages:
+        if spec.apt_packages or spec.npm_packages or spec.commands:
             with _chroot_mounts(root):
                 _apt_install(spec, root)
                 _npm_install(spec, root)
+                for command in spec.commands:
+                    _check(["chroot", str(root), "sh", "-c", command], f"`{command}` in the rootfs")
         if spec.python_packages:
             _pip_install(spec, root)
         for junk in (

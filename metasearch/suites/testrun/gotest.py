@@ -1,7 +1,7 @@
 """Per-test results of Go exercises from ``go test -json`` (grader side, stdlib only).
 
 One run of ``go test -json -count=1 .`` in the exercise folder (vet included, as ``go test`` does by
-default). ``go`` itself turns the test binary's output into JSON events (``test2json``), outside the
+default), with ``GOCACHE`` seeded from the image's build cache of the standard packages when it has one. ``go`` itself turns the test binary's output into JSON events (``test2json``), outside the
 test process. The run becomes two ``channel.Run`` transcripts for ``verdict.judge``: ``go-json`` from the
 events' per-test ``pass``/``fail``/``skip`` actions and the package's final action, and ``go-verbose``
 from the ``--- PASS:``/``--- FAIL:`` lines and the final ``ok``/``FAIL`` line in the events' output. Test
@@ -17,11 +17,14 @@ forged result lines (and evades the early-exit scan, ``os.Exit``) can still lie.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 
 from .channel import Run, guard_grader, kill_orphans
 from .libtest import run_process
 
+WARM_CACHE = "/opt/metasearch/go-cache"  # recipes.GO_WARM_CACHE in the polyglot image
 RESULT_LINE = re.compile(r"^\s*--- (PASS|FAIL|SKIP): (\S+) \(", re.M)
 FINAL_LINE = re.compile(r"^(ok|FAIL)\s+\S+", re.M)
 OUTCOME = {"pass": "passed", "fail": "failed", "skip": "skipped"}
@@ -31,6 +34,9 @@ LINE_OUTCOME = {"PASS": "passed", "FAIL": "failed", "SKIP": "skipped"}
 def run_go_tests(work: str, *, timeout_s: float) -> list[Run]:
     """Run the package in ``work`` once; the two transcripts of that run."""
     guard_grader()
+    cache = os.environ.get("GOCACHE")
+    if cache and os.path.isdir(WARM_CACHE) and not os.path.exists(cache):
+        shutil.copytree(WARM_CACHE, cache)  # the image's compiled standard packages, not rebuilt per run
     command = ["go", "test", "-json", "-count=1", "."]
     out, code, timed_out = run_process(command, work, timeout_s)
     kill_orphans()
