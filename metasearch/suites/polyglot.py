@@ -6,28 +6,27 @@
 Nothing is downloaded; ``content_hash`` covers every file of the loaded exercises.
 
 Variant: the agent does **not** see the tests (Aider shows them; we record the difference here). Visible
-under ``/task/workspace``: the exercise without ``.meta/`` and without the test files, with the stub
-solution files to edit; ``TASK.md`` holds the instructions. Subsets: ``all`` and DGM's ``dgm-small``
-(10) / ``dgm-medium`` (50) lists (jennyzzt/dgm ``polyglot/subsets/*.json`` at commit d88fdd6).
+under ``/task/workspace``: the exercise without ``.meta/``, ``.approaches/``, ``.articles/``, the test and
+example files and each language's test code and data (``hidden``, ``TEST_PATHS``: Go's ``cases_test.go``
+included), with the stub solution files to edit; ``TASK.md`` holds the instructions. Subsets: ``all`` and
+DGM's ``dgm-small`` (10) / ``dgm-medium`` (50) lists (jennyzzt/dgm ``polyglot/subsets/*.json`` at commit
+d88fdd6).
 
-Grading (``testrun/exercise_grade.py`` in a fresh sandbox) copies the pristine exercise, takes only the
-``files.solution`` paths from the artifact and scans what they add over the stubs (``testrun/scan.py``;
-a finding is flag ``tamper_suspect``, score 0). Python: the expected test ids come from a trusted run with
-the exercise's example solution in place (cached per exercise content hash, one extra sandbox run the
-first time); the candidate passes only when pytest with our reporter *and* our own unittest runner, each
-over a private channel, report every expected test passed (see ``testrun/verdict.py`` for every failure
-and flag). Rust: the same expected-ids rule over libtest's per-test lines on stdout and its ``--logfile``,
-which must agree (``testrun/libtest.py``; weaker: both come from the test process), and a Cargo.toml that
-changes the harness or adds a build script is flagged. C++: the same over Catch2's JUnit and XML reports
-(``testrun/catch2.py``). JavaScript: the same over one jest run's ``--json`` report and verbose lines
-(``testrun/jest.py``; jest from the exercise's ``node_modules`` or ``PATH``). Java: the same over a
-grader-made ``javac`` build against Debian's JUnit 5 and AssertJ jars and the JUnit console launcher's XML
-report and tree (``testrun/junit.py``; no Gradle). Go: the test command's exit status, guarded only by the
-early-exit scan (``os.Exit``); so is any language whose ``test_commands`` entry is overridden.
-
-Not verified offline: Go's test command (it needs the multi-toolchain image). Rust, C++, JavaScript and
-Java grading were checked with the host's cargo, cmake and g++, node with jest 29 and OpenJDK 17, not in
-that image.
+Grading (``testrun/exercise_grade.py`` in a fresh sandbox) copies the pristine exercise into a folder named
+like it (C++ CMake projects take their names from it), takes only the ``files.solution`` paths from the
+artifact and scans what they add over the stubs (``testrun/scan.py``; a finding is flag
+``tamper_suspect``, score 0). In every language the expected test ids come from a trusted run with the
+exercise's example solution in place (cached per exercise content hash, one extra sandbox run the first
+time), and the candidate passes only when two reports of its run agree that every expected test passed:
+Python pytest with our reporter *and* our own unittest runner over private channels (``testrun/verdict.py``),
+Rust libtest's stdout and ``--logfile`` (``testrun/libtest.py``; a Cargo.toml that changes the harness or
+adds a build script is flagged), C++ Catch2's JUnit and XML reports (``testrun/catch2.py``), JavaScript one
+jest run's ``--json`` report and verbose lines (``testrun/jest.py``), Java a grader-made ``javac`` build and
+the JUnit console launcher's XML report and tree (``testrun/junit.py``; no Gradle), Go ``go test -json``'s
+events and result lines (``testrun/gotest.py``). A language whose ``test_commands`` entry is overridden is
+graded by that command's exit status. The toolchains are the polyglot image's (``metasearch images build
+polyglot``, ``sandbox.image: polyglot``); a grader that finds one missing reports it and ``grade`` raises
+``InfrastructureError`` naming that command, never a 0.0.
 """
 
 from __future__ import annotations
