@@ -39,6 +39,7 @@ from testrun import (
 
 COMPILED = ("rust", "cpp", "javascript", "java", "go")  # per-test results from two reports of our own runs
 JAVA_REFERENCE = ".meta/src/reference/java/"
+RUST_EXAMPLE_MANIFEST = ".meta/Cargo-example.toml"  # Exercism builds the example with this Cargo.toml
 NODE_MODULES = "/opt/metasearch/node/node_modules"  # jest and the babel preset in the polyglot image
 TOOLS = {
     "python": ("python3",),
@@ -66,6 +67,9 @@ def main(argv: list[str]) -> dict[str, Any]:
     if mode == "expect":
         for example, rel in example_targets(spec["example"], spec["solution"]):
             shutil.copyfile(os.path.join(exercise, example), os.path.join(work, rel))
+        manifest = os.path.join(exercise, RUST_EXAMPLE_MANIFEST)
+        if spec["language"] == "rust" and os.path.isfile(manifest):  # the crates the example imports
+            shutil.copyfile(manifest, os.path.join(work, "Cargo.toml"))
         if spec["language"] in COMPILED:
             runs = compiled_runs(work, spec)
             ids = sorted(verdict.outcomes(runs[-1]))
