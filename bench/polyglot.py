@@ -104,6 +104,8 @@ def run(argv: list[str] | None = None) -> int:
     parser.add_argument("--jsonl", help="append one JSON line per exercise to this file")
     parser.add_argument("--skip-done", action="store_true", help="skip exercises already in --jsonl")
     parser.add_argument("--grade-timeout", type=float, default=600.0, help="seconds per grading run")
+    parser.add_argument("--only-done", action="store_true", help="run nothing: report --jsonl's rows")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
     args = parser.parse_args(argv)
     config = PolyglotSuite.Config(
         path=args.root,
@@ -114,13 +116,15 @@ def run(argv: list[str] | None = None) -> int:
     suite = PolyglotSuite(config)
     sandbox = DockerSandbox(DockerSandbox.Config(image=args.image), study="bench-polyglot")
     done: dict[str, dict[str, Any]] = {}
-    if args.jsonl and args.skip_done and Path(args.jsonl).is_file():
+    if args.jsonl and (args.skip_done or args.only_done) and Path(args.jsonl).is_file():
         for line in Path(args.jsonl).read_text().splitlines():
             row = json.loads(line)
             done[row["task"]] = row
     rows = []
     try:
         for task in suite.tasks():
+            if args.only_done and task.id not in done:
+                continue
             if task.id in done:
                 rows.append(done[task.id])
                 continue
@@ -134,10 +138,19 @@ def run(argv: list[str] | None = None) -> int:
         sandbox.sweep()
     columns = ["language", "exercises", "examples_passed", "stubs_failed", "leaks", "time_s"]
     print_table(summary(rows), columns)
+    if args.markdown:
+        print("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
+        for line in summary(rows):
+            print("| " + " | ".join(str(line[c]) for c in columns) + " |")
     bad = [r for r in rows if not r["example_passed"] or not r.get("stub_failed") or r["leaks"]]
     for row in bad:
-        reason = row["example_error"] or row.get("stub_error") or f"leaks {row['leaks']}"
-        print(f"{row['task']}: {str(reason).splitlines()[0][:200] if reason else row['leaks']}")
+        if row["leaks"]:
+            reason = f"files that must stay hidden reached the workspace: {row['leaks']}"
+        elif not row["example_passed"]:
+            reason = str(row["example_error"])
+        else:
+            reason = f"the stub did not fail: {row.get('stub_error') or 'it passed every test'}"
+        print(f"{row['task']}: {reason.splitlines()[0][:200]}")
     return int(bool(bad))
 
 

@@ -142,6 +142,9 @@ POLYGLOT = Recipe(
         "librust-time-dev",  # gigasecond
         "librust-anyhow-dev",  # grep
         "librust-rand-dev",  # simple-cipher
+        "librust-num-bigint-dev",  # decimal's example
+        "librust-num-traits-dev",  # decimal's example
+        "librust-thiserror-1-dev",  # grep's example
         "nodejs",
         "npm",
         "cmake",
