@@ -43,3 +43,16 @@ def test_the_polyglot_recipe_serves_crates_offline_and_warms_go() -> None:
     )
     assert any(p.startswith("jest@") for p in recipes.POLYGLOT.npm_packages)
     assert recipes.GO_WARM_CACHE in recipes.POLYGLOT.commands[0]
+
+
+@pytest.mark.docker
+def test_a_missing_polyglot_image_names_its_build_command(docker_sandbox_factory: object) -> None:
+    from metasearch.config import SandboxSection
+    from metasearch.errors import InfrastructureError
+    from metasearch.sandboxes.auto import make_sandbox
+
+    stale = SandboxSection(name="docker", image="metasearch-polyglot:000000000000")
+    with pytest.raises(
+        InfrastructureError, match=r"not found \(build it with `metasearch images build polyglot`"
+    ):
+        make_sandbox(stale, study="pytest-images")
