@@ -371,14 +371,15 @@ def bench(
 
 @images_app.command("build")
 def images_build(
+    name: Annotated[str, typer.Argument(help="Which image: default or polyglot.")] = "default",
     force: Annotated[bool, typer.Option(help="Rebuild even if the tag exists.")] = False,
 ) -> None:
-    """Build the default sandbox image offline (idempotent: content-hash tag)."""
-    from metasearch.sandboxes.images import build_default_image
+    """Build a sandbox image offline from Debian packages (idempotent: content-hash tag)."""
+    from metasearch.sandboxes.images import build_image
 
     _setup_logging(False)
     try:
-        tag = build_default_image(force=force)
+        tag = build_image(name, force=force)
     except MetasearchError as exc:
         raise _fail(exc) from None
     out.print(tag)

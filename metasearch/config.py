@@ -68,7 +68,8 @@ class BudgetSection(_Strict):
 class SandboxSection(_Strict):
     name: Literal["auto", "docker", "local"] = "auto"
     image: str | None = None
-    """Docker image tag; default: the image ``metasearch images build`` makes."""
+    """Docker image tag, or the name of an offline-built image (``polyglot``: the tag
+    ``metasearch images build polyglot`` makes); default: the image ``metasearch images build`` makes."""
     cpus: float = Field(1.0, gt=0)
     memory_mb: int = Field(2048, ge=64)
     pids: int = Field(256, ge=16)

@@ -107,7 +107,7 @@ def _agent_stats(study: Study, agent_id: str) -> tuple[float, int] | None:
 def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> ConfigError | None:
     """What a run would do, without starting anything (the ``--dry-run`` output)."""
     from metasearch import launch
-    from metasearch.sandboxes.images import default_image_tag
+    from metasearch.sandboxes.images import resolve
 
     cfg = resolved.config
     table = Table(title=f"plan for study {study_dir}", show_header=False)
@@ -133,7 +133,7 @@ def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> Confi
         "budget", ", ".join(f"{k}={v}" for k, v in cfg.budget.model_dump().items() if v is not None)
     )
     table.add_row("workers", str(cfg.study.workers))
-    image = cfg.sandbox.image or default_image_tag()
+    image = resolve(cfg.sandbox.image)
     table.add_row(
         "sandbox", f"{cfg.sandbox.name} (image {image}, {cfg.sandbox.cpus} CPU, {cfg.sandbox.memory_mb} MB)"
     )

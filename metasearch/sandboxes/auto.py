@@ -45,11 +45,12 @@ def make_sandbox(
     )
     try:
         sandbox = DockerSandbox(config, study=study, study_id=study_id, limits=limits)
-        from metasearch.sandboxes.images import image_exists
+        from metasearch.sandboxes.images import build_hint, image_exists
 
         if not image_exists(sandbox.image):
             raise InfrastructureError(
-                f"sandbox image {sandbox.image} not found (run `metasearch images build`)", retryable=False
+                f"sandbox image {sandbox.image} not found (build it with {build_hint(sandbox.image)})",
+                retryable=False,
             )
         return sandbox
     except InfrastructureError as exc:

@@ -79,7 +79,7 @@ class DockerSandbox:
     ) -> None:
         import docker
 
-        from metasearch.sandboxes.images import default_image_tag
+        from metasearch.sandboxes.images import resolve
 
         self.config = config or DockerSandbox.Config()
         if self.config.user.split(":")[0] == HOLDER_USER.split(":")[0]:
@@ -87,7 +87,7 @@ class DockerSandbox:
         self.study = study
         self.study_id = study_id or uuid.uuid4().hex
         self.limits = limits
-        self.image = self.config.image or default_image_tag()
+        self.image = resolve(self.config.image)
         try:
             self.client = client or docker.from_env(timeout=int(self.config.daemon_timeout_s))
             self.client.ping()
@@ -210,11 +210,14 @@ class DockerSandbox:
         """A started container with the writable mounts' inputs in place; removed on exit."""
         import docker
 
+        from metasearch.sandboxes.images import build_hint
+
         try:
             self.client.images.get(self.image)
         except docker.errors.ImageNotFound:
             raise InfrastructureError(
-                f"sandbox image {self.image} not found; build it with `metasearch images build` (images are never pulled)",
+                f"sandbox image {self.image} not found; build it with {build_hint(self.image)} "
+                "(images are never pulled)",
                 retryable=False,
             ) from None
         except Exception as exc:

@@ -6,28 +6,27 @@
 Nothing is downloaded; ``content_hash`` covers every file of the loaded exercises.
 
 Variant: the agent does **not** see the tests (Aider shows them; we record the difference here). Visible
-under ``/task/workspace``: the exercise without ``.meta/`` and without the test files, with the stub
-solution files to edit; ``TASK.md`` holds the instructions. Subsets: ``all`` and DGM's ``dgm-small``
-(10) / ``dgm-medium`` (50) lists (jennyzzt/dgm ``polyglot/subsets/*.json`` at commit d88fdd6).
+under ``/task/workspace``: the exercise without ``.meta/``, ``.approaches/``, ``.articles/``, the test and
+example files and each language's test code and data (``hidden``, ``TEST_PATHS``: Go's ``cases_test.go``
+included), with the stub solution files to edit; ``TASK.md`` holds the instructions. Subsets: ``all`` and
+DGM's ``dgm-small`` (10) / ``dgm-medium`` (50) lists (jennyzzt/dgm ``polyglot/subsets/*.json`` at commit
+d88fdd6).
 
-Grading (``testrun/exercise_grade.py`` in a fresh sandbox) copies the pristine exercise, takes only the
-``files.solution`` paths from the artifact and scans what they add over the stubs (``testrun/scan.py``;
-a finding is flag ``tamper_suspect``, score 0). Python: the expected test ids come from a trusted run with
-the exercise's example solution in place (cached per exercise content hash, one extra sandbox run the
-first time); the candidate passes only when pytest with our reporter *and* our own unittest runner, each
-over a private channel, report every expected test passed (see ``testrun/verdict.py`` for every failure
-and flag). Rust: the same expected-ids rule over libtest's per-test lines on stdout and its ``--logfile``,
-which must agree (``testrun/libtest.py``; weaker: both come from the test process), and a Cargo.toml that
-changes the harness or adds a build script is flagged. C++: the same over Catch2's JUnit and XML reports
-(``testrun/catch2.py``). JavaScript: the same over one jest run's ``--json`` report and verbose lines
-(``testrun/jest.py``; jest from the exercise's ``node_modules`` or ``PATH``). Java: the same over a
-grader-made ``javac`` build against Debian's JUnit 5 and AssertJ jars and the JUnit console launcher's XML
-report and tree (``testrun/junit.py``; no Gradle). Go: the test command's exit status, guarded only by the
-early-exit scan (``os.Exit``); so is any language whose ``test_commands`` entry is overridden.
-
-Not verified offline: Go's test command (it needs the multi-toolchain image). Rust, C++, JavaScript and
-Java grading were checked with the host's cargo, cmake and g++, node with jest 29 and OpenJDK 17, not in
-that image.
+Grading (``testrun/exercise_grade.py`` in a fresh sandbox) copies the pristine exercise into a folder named
+like it (C++ CMake projects take their names from it), takes only the ``files.solution`` paths from the
+artifact and scans what they add over the stubs (``testrun/scan.py``; a finding is flag
+``tamper_suspect``, score 0). In every language the expected test ids come from a trusted run with the
+exercise's example solution in place (cached per exercise content hash, one extra sandbox run the first
+time), and the candidate passes only when two reports of its run agree that every expected test passed:
+Python pytest with our reporter *and* our own unittest runner over private channels (``testrun/verdict.py``),
+Rust libtest's stdout and ``--logfile`` (``testrun/libtest.py``; a Cargo.toml that changes the harness or
+adds a build script is flagged), C++ Catch2's JUnit and XML reports (``testrun/catch2.py``), JavaScript one
+jest run's ``--json`` report and verbose lines (``testrun/jest.py``), Java a grader-made ``javac`` build and
+the JUnit console launcher's XML report and tree (``testrun/junit.py``; no Gradle), Go ``go test -json``'s
+events and result lines (``testrun/gotest.py``). A language whose ``test_commands`` entry is overridden is
+graded by that command's exit status. The toolchains are the polyglot image's (``metasearch images build
+polyglot``, ``sandbox.image: polyglot``); a grader that finds one missing reports it and ``grade`` raises
+``InfrastructureError`` naming that command, never a 0.0.
 """
 
 from __future__ import annotations
@@ -56,14 +55,19 @@ from metasearch.suites.kernelbench import hash_files
 from metasearch.suites.protocol import Task, TaskResult
 
 log = logging.getLogger(__name__)
-PER_TEST = (
-    "python",
-    "rust",
-    "cpp",
-    "javascript",
-    "java",
-)  # test by test against expected ids (go: exit status)
 LANGUAGES = ("cpp", "go", "java", "javascript", "python", "rust")
+PER_TEST = LANGUAGES  # test by test against expected ids, unless test_commands overrides the language
+# Test code and test data beyond files.test, by language: Go's cases_test.go (an "editor" file) and other
+# *_test.go, Rust's tests/ (tests/invalid/ data), C++'s test/ (Catch2), Java's src/test/, JavaScript's
+# specs and data/ (the files grep's tests search), Python's test modules.
+TEST_PATHS = {
+    "go": lambda parts: parts[-1].endswith("_test.go"),
+    "rust": lambda parts: parts[0] == "tests",
+    "cpp": lambda parts: parts[0] == "test",
+    "java": lambda parts: parts[:2] == ("src", "test"),
+    "javascript": lambda parts: parts[-1].endswith(".spec.js") or parts[0] == "data",
+    "python": lambda parts: parts[-1].endswith("_test.py") or parts[-1].startswith("test_"),
+}
 TEST_COMMANDS = {
     "python": "python3 -m pytest -q -p no:cacheprovider",
     "rust": "cargo test --offline -- --include-ignored",
@@ -140,6 +144,9 @@ DGM_MEDIUM = [
 ]
 SUBSETS = {"dgm-small": DGM_SMALL, "dgm-medium": DGM_MEDIUM}
 GRADE_SCRIPT = f"{TESTRUN_MOUNT}/exercise_grade.py"
+IMAGE_FIX = (
+    "grade in the polyglot image: `metasearch images build polyglot`, then set sandbox.image: polyglot"
+)
 
 
 @dataclass(frozen=True)
@@ -169,7 +176,7 @@ class PolyglotSuite:
         exercises: list[str] | None = None  # "python/dominoes" or "python__dominoes"; None = all
         subset: str = "all"
         test_commands: dict[str, str] = Field(default_factory=dict)  # per-language overrides (sh -c)
-        grade_timeout_s: float = Field(180.0, gt=0)
+        grade_timeout_s: float = Field(600.0, gt=0)  # C++ compiles Catch2 (a 650 kB header) per run
         solve_timeout_s: float = Field(1200.0, gt=0)
 
     def __init__(self, config: Config | None = None, **_: object) -> None:
@@ -212,13 +219,12 @@ class PolyglotSuite:
     def prepare(self, task_id: str, dest: Path) -> None:
         """``TASK.md`` plus ``workspace/``: the exercise without ``.meta/`` and without its tests."""
         ex = self._exercise(task_id)
-        hidden = {".meta", *ex.tests, *ex.examples}
         workspace = dest / "workspace"
         shutil.copytree(
             ex.path,
             workspace,
             ignore=lambda folder, names: [
-                n for n in names if (Path(folder) / n).relative_to(ex.path).as_posix() in hidden
+                n for n in names if hidden(ex, (Path(folder) / n).relative_to(ex.path).as_posix())
             ],
         )
         (dest / "TASK.md").write_text(_statement(ex))
@@ -229,7 +235,9 @@ class PolyglotSuite:
         spec = self._spec(ex)
         if ex.language in PER_TEST and ex.language not in self.config.test_commands:
             spec["expected"] = self._expected(ex, sandbox)
-        return parse_grader_output(self._run(ex, "grade", spec, artifact_dir, sandbox))
+        done = self._run(ex, "grade", spec, artifact_dir, sandbox)
+        _raise_infrastructure(ex, done)
+        return parse_grader_output(done)
 
     def _spec(self, ex: Exercise) -> dict[str, object]:
         timeout = self.config.grade_timeout_s
@@ -257,8 +265,26 @@ class PolyglotSuite:
         with self._lock:
             if key in self._expected_ids:
                 return self._expected_ids[key]
+        ids, score, error = self.example_run(f"polyglot/{ex.language}/{ex.name}", sandbox)
+        if not ids:
+            raise InfrastructureError(
+                f"polyglot: the trusted run of {ex.language}/{ex.name}'s example solution found no tests "
+                f"(a missing toolchain or crate? {IMAGE_FIX}): {error}",
+                retryable=False,
+            )
+        if score < 1.0:
+            log.warning("polyglot: %s/%s: the example solution fails here: %s", ex.language, ex.name, error)
+        return ids
+
+    def example_run(self, task_id: str, sandbox: Sandbox) -> tuple[list[str], float, str | None]:
+        """The trusted run of the exercise's example solution: (test ids, score, error); the ids it finds
+        become the exercise's expected ids. A missing toolchain or an unreadable run raises
+        ``InfrastructureError``."""
+        ex = self._exercise(task_id)
+        key = hash_files(ex.path, sorted(p for p in ex.path.rglob("*") if p.is_file()))
         with tempfile.TemporaryDirectory(prefix="ms-polyglot-") as empty:
             done = self._run(ex, "expect", self._spec(ex), Path(empty), sandbox)
+        _raise_infrastructure(ex, done)
         try:
             found = json.loads(done.stdout.strip().splitlines()[-1])
             ids, score, error = [str(i) for i in found["ids"]], float(found["score"]), found.get("error")
@@ -267,21 +293,39 @@ class PolyglotSuite:
                 f"polyglot: the trusted run of {ex.language}/{ex.name}'s example solution failed "
                 f"({done.reason or exc}): {done.stderr[-800:]}"
             ) from exc
-        if not ids:
-            raise InfrastructureError(
-                f"polyglot: the trusted run of {ex.language}/{ex.name}'s example solution found no tests "
-                f"(a missing toolchain or crate?): {error}"
-            )
-        if score < 1.0:
-            log.warning("polyglot: %s/%s: the example solution fails here: %s", ex.language, ex.name, error)
-        with self._lock:
-            self._expected_ids[key] = ids
-        return ids
+        if ids:
+            with self._lock:
+                self._expected_ids[key] = ids
+        return ids, score, None if error is None else str(error)
 
     def _exercise(self, task_id: str) -> Exercise:
         if task_id not in self.exercises:
             raise ConfigError(f"polyglot: unknown task {task_id!r} (not among the loaded exercises)")
         return self.exercises[task_id]
+
+
+def hidden(ex: Exercise, rel: str) -> bool:
+    """Whether ``rel`` (a path in ``ex``'s folder) stays out of the agent's workspace: ``.meta`` and the
+    other Exercism folders (``.approaches`` and ``.articles`` hold solutions; ``.docs`` is in TASK.md),
+    the test and example files and the language's test code and data (``TEST_PATHS``)."""
+    parts = PurePosixPath(rel).parts
+    folder = len(parts) > 1 or (ex.path / rel).is_dir()
+    if parts[0].startswith(".") and parts[0] != ".docs" and folder:
+        return True
+    return rel in ex.tests or rel in ex.examples or TEST_PATHS[ex.language](parts)
+
+
+def _raise_infrastructure(ex: Exercise, done: ExecResult) -> None:
+    """A grader that found its toolchain incomplete says so on its last line: an infrastructure error."""
+    lines = done.stdout.strip().splitlines()
+    try:
+        problem = json.loads(lines[-1]).get("infrastructure") if lines else None
+    except (ValueError, AttributeError):
+        return
+    if problem:
+        raise InfrastructureError(
+            f"polyglot: cannot grade {ex.language}/{ex.name}: {problem}; {IMAGE_FIX}", retryable=False
+        )
 
 
 def _root(path: str | None) -> Path:

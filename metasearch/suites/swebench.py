@@ -33,6 +33,7 @@ network to build them).
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -129,6 +130,8 @@ DGM_MEDIUM = [
 ]
 SUBSETS = {"dgm-10": DGM_SMALL, "dgm-60": DGM_SMALL + DGM_MEDIUM}
 MODEL = "metasearch"
+SUPPORTED = "4."  # the harness releases this adapter is verified with (pyproject's swebench extra)
+HARNESS_INSTALL = "pip install 'swebench==4.1.0' (or `pip install -e '.[swebench]'`)"
 APPLY_PATCH_FAIL = ">>>>> Patch Apply Failed"
 TAMPER = "tamper_suspect"
 PATCH_BYTES = 20 << 20
@@ -169,12 +172,41 @@ class SWEBenchSuite:
         self.content_hash = hashlib.sha256(canonical.encode()).hexdigest()
 
     def needs(self) -> None:
-        """Raise ``ConfigError`` when grading cannot work here: the ``swebench`` harness is missing."""
-        if importlib.util.find_spec("swebench") is None:
+        """Raise ``ConfigError`` when grading cannot work here: the ``swebench`` harness is missing or
+        of a release the adapter does not support, or an instance image is not in the local engine."""
+        harness_version()
+        if missing := self.missing_images():
+            shown = "; ".join(f"{image}: {load_hint(image)}" for image in missing[:5])
+            more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
             raise ConfigError(
-                "suite.name: 'swebench' grading needs the swebench package (pip install swebench) "
-                "and a Docker engine with the swebench/sweb.eval.* images"
+                f"swebench: {len(missing)} of {len(self.instances)} instance images are not in the local "
+                f"Docker engine{more}: {shown}"
             )
+
+    def missing_images(self) -> list[str]:
+        """The instance images (``image_for``) the local Docker engine lacks, in task order."""
+        images = [self.image_for(f"swebench/{iid}") for iid in self.instances]
+        try:
+            done = subprocess.run(
+                ["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ConfigError(f"swebench: grading needs a Docker engine ({exc})") from exc
+        if done.returncode != 0:
+            raise ConfigError(f"swebench: grading needs a Docker engine: {done.stderr.strip()[-300:]}")
+        present = set(done.stdout.split())
+        return [image for image in images if image not in present]
+
+    def plan_note(self) -> str:
+        """For ``--dry-run``: the harness release and how many instance images are here."""
+        missing = self.missing_images()
+        return (
+            f"harness swebench {harness_version()}; instance images present: "
+            f"{len(self.instances) - len(missing)}/{len(self.instances)}"
+        )
 
     def tasks(self, subset: str | None = None) -> Sequence[Task]:
         if subset not in (None, "all") and subset not in SUBSETS:
@@ -206,10 +238,16 @@ class SWEBenchSuite:
 
     def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
         instance = self._instance(task_id)
-        self.needs()
+        harness_version()
         patch = self.screen(task_id, artifact_dir)
         if isinstance(patch, TaskResult):
             return patch
+        image = self.image_for(task_id)
+        if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode != 0:
+            raise InfrastructureError(
+                f"swebench: instance image {image} is not in the local Docker engine: {load_hint(image)}",
+                retryable=False,
+            )
         with tempfile.TemporaryDirectory(prefix="ms-swebench-") as tmp:
             return self._run_harness(instance, patch, Path(tmp))
 
@@ -251,6 +289,31 @@ class SWEBenchSuite:
         if not task_id.startswith("swebench/") or iid not in self.instances:
             raise ConfigError(f"swebench: unknown task {task_id!r} (not among the selected instances)")
         return self.instances[iid]
+
+
+def harness_version() -> str:
+    """The installed ``swebench`` release; ``ConfigError`` when it is missing or unsupported."""
+    try:
+        version = importlib.metadata.version("swebench")
+    except importlib.metadata.PackageNotFoundError:
+        version = ""
+    if not version or importlib.util.find_spec("swebench") is None:
+        raise ConfigError(f"suite.name: 'swebench' grading needs the swebench package: {HARNESS_INSTALL}")
+    if not version.startswith(SUPPORTED):
+        raise ConfigError(
+            f"suite.name: 'swebench': the installed harness is swebench {version}, which this adapter does "
+            f"not support (5.x wants records with image/eval_script/log_parser fields, KeyError 'image' "
+            f"on standard ones): {HARNESS_INSTALL}"
+        )
+    return version
+
+
+def load_hint(image: str) -> str:
+    """How to get an instance image into the local engine (the harness never builds one here)."""
+    return (
+        f"`docker load -i <saved {image.split('/')[-1].split(':')[0]}.tar>` from a copy saved with "
+        f"`docker save {image}`, or `docker pull {image}` where Docker Hub is reachable"
+    )
 
 
 def expected_ids(instance: dict[str, Any]) -> list[str]:

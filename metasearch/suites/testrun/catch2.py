@@ -12,7 +12,7 @@ failed assertions).
 
 Weaker than the Python harnesses, like ``libtest.py``: both reports are files the test process could
 write, so a candidate that forges both (and evades the early-exit scan) can still lie. Checked with the
-host's cmake and g++ on benchmark exercises; not in the sandbox image.
+host's cmake and g++ and in the polyglot image (CMake 3.31, g++ 14) on benchmark exercises.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from testrun import (
     catch2,
+    gotest,
     jest,
     junit,
     libtest,
@@ -36,24 +37,39 @@ from testrun import (
     verdict,
 )  # the package's parent is only on sys.path from here
 
-COMPILED = ("rust", "cpp", "javascript", "java")  # per-test results from two reports of our own runs
+COMPILED = ("rust", "cpp", "javascript", "java", "go")  # per-test results from two reports of our own runs
 JAVA_REFERENCE = ".meta/src/reference/java/"
+RUST_EXAMPLE_MANIFEST = ".meta/Cargo-example.toml"  # Exercism builds the example with this Cargo.toml
+NODE_MODULES = "/opt/metasearch/node/node_modules"  # jest and the babel preset in the polyglot image
+TOOLS = {
+    "python": ("python3",),
+    "rust": ("cargo", "rustc"),
+    "go": ("go",),
+    "javascript": ("node",),
+    "cpp": ("cmake", "make", "g++"),
+    "java": ("javac", "java"),
+}
+JS_PACKAGES = ("jest", "babel-jest", "@exercism/babel-preset-javascript")
 
 
 def main(argv: list[str]) -> dict[str, Any]:
     mode, exercise, artifact, spec = argv[1], argv[2], argv[3], json.loads(argv[4])
     # Named like the exercise: C++ projects take their target and file names from their folder's name.
+    if problem := missing_toolchain(spec["language"], exercise):
+        return {"infrastructure": problem}
     work = os.path.join(tempfile.mkdtemp(prefix="polyglot-"), spec.get("name") or "exercise")
     shutil.copytree(exercise, work, ignore=shutil.ignore_patterns(".meta", "node_modules"))
-    if os.path.isdir(os.path.join(exercise, "node_modules")):  # an installed jest: linked, never copied
-        os.symlink(
-            os.path.join(os.path.abspath(exercise), "node_modules"), os.path.join(work, "node_modules")
-        )
+    modules = os.path.join(os.path.abspath(exercise), "node_modules")
+    if spec["language"] == "javascript":  # an installed jest: linked, never copied
+        os.symlink(modules if os.path.isdir(modules) else NODE_MODULES, os.path.join(work, "node_modules"))
     tests = {rel: _read(os.path.join(exercise, rel)) for rel in spec["test"]}
     timeout = spec["run_timeout"]
     if mode == "expect":
         for example, rel in example_targets(spec["example"], spec["solution"]):
             shutil.copyfile(os.path.join(exercise, example), os.path.join(work, rel))
+        manifest = os.path.join(exercise, RUST_EXAMPLE_MANIFEST)
+        if spec["language"] == "rust" and os.path.isfile(manifest):  # the crates the example imports
+            shutil.copyfile(manifest, os.path.join(work, "Cargo.toml"))
         if spec["language"] in COMPILED:
             runs = compiled_runs(work, spec)
             ids = sorted(verdict.outcomes(runs[-1]))
@@ -92,6 +108,27 @@ def main(argv: list[str]) -> dict[str, Any]:
     return result
 
 
+def missing_toolchain(language: str, exercise: str) -> str | None:
+    """What this machine lacks to test ``language`` (a grader fault, never the candidate's), or None."""
+    missing = [tool for tool in TOOLS.get(language, ()) if shutil.which(tool) is None]
+    if language == "python":
+        try:
+            import pytest  # noqa: F401
+        except ImportError:
+            missing.append("pytest (python3 -m pytest)")
+    if language == "javascript":
+        local = os.path.join(exercise, "node_modules")
+        modules = local if os.path.isdir(local) else NODE_MODULES
+        missing += [f"{p} (in {modules})" for p in JS_PACKAGES if not os.path.isdir(os.path.join(modules, p))]
+    if language == "java":
+        missing += [
+            f"{n}.jar" for n in junit.REQUIRED if not os.path.isfile(os.path.join(junit.JARS, f"{n}.jar"))
+        ]
+    if not missing:
+        return None
+    return f"the {language} toolchain is incomplete here: missing {', '.join(missing)}"
+
+
 def example_targets(examples: list[str], solution: list[str]) -> list[tuple[str, str]]:
     """Which solution file each example file replaces: same name, else same suffix, else same position
     (``.meta/example.h`` -> ``x.h`` even when ``x.cpp`` is listed first; ``.meta/example.rs`` -> ``src/lib.rs``).
@@ -111,14 +148,16 @@ def example_targets(examples: list[str], solution: list[str]) -> list[tuple[str,
 
 
 def compiled_runs(work: str, spec: dict[str, Any]) -> list[Any]:
-    """The two report transcripts of a Rust, C++, JavaScript or Java exercise (see ``libtest.py``,
-    ``catch2.py``, ``jest.py``, ``junit.py``)."""
+    """The two report transcripts of a Rust, C++, JavaScript, Java or Go exercise (see ``libtest.py``,
+    ``catch2.py``, ``jest.py``, ``junit.py``, ``gotest.py``)."""
     if spec["language"] == "rust":
         return libtest.run_cargo_tests(work, spec["test"], timeout_s=spec["run_timeout"])
     if spec["language"] == "javascript":
         return jest.run_jest_tests(work, spec["test"], timeout_s=spec["run_timeout"])
     if spec["language"] == "java":
         return junit.run_junit_tests(work, spec["test"], timeout_s=spec["run_timeout"])
+    if spec["language"] == "go":
+        return gotest.run_go_tests(work, timeout_s=spec["run_timeout"])
     return catch2.run_catch2_tests(work, spec["name"], spec["test"][0], timeout_s=spec["run_timeout"])
 
 

@@ -19,7 +19,7 @@ Weaker than the Python harnesses, like ``libtest.py``: jest runs a single spec f
 so candidate code could write both the report file and matching lines; the early-exit scan
 (``process.exit``) and a check that the spec files are unchanged after the run stand in its way. An early ``process.exit(0)`` leaves no
 report and no summary: the run ended early. Tested with jest 29 from the npm registry on benchmark-shaped
-fixtures; not in the sandbox image.
+fixtures and in the polyglot image (Node 20, jest 29.7) on benchmark exercises.
 """
 
 from __future__ import annotations

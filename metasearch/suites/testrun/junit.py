@@ -20,7 +20,8 @@ Weaker than the Python harnesses, like ``libtest.py``: both reports come from th
 candidate code, so a candidate that forges both (and evades the early-exit scan) can still lie.
 Exercises that need other libraries (``hangman``: RxJava, ``rest-api``: org.json) or a newer AssertJ
 (``mazy-mice``: ``hasDimensions``, the benchmark pins 3.25.1) do not compile here.
-Tested with OpenJDK 17 and Debian bookworm's jars (JUnit 5.9.2, AssertJ 3.14.0); not in the sandbox image.
+Tested with OpenJDK 17 and Debian bookworm's jars (JUnit 5.9.2, AssertJ 3.14.0) and in the polyglot image
+(OpenJDK 21, Debian 13's JUnit 5.10 and AssertJ 3.26).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ match cargo's exit status (0 or 101).
 Weaker than the Python harnesses: both reports come from the test process and its files, which candidate
 code shares, so a candidate that prints matching lines *and* writes the log file can still forge them; the
 early-exit scan and the Cargo.toml scan (``scan.py``: ``harness``, ``build``, extra targets) are what stand
-in its way. Tested with the host's cargo on benchmark-shaped fixtures; not in the sandbox image.
+in its way. Tested with the host's cargo on benchmark-shaped fixtures and in the polyglot image (Rust 1.85,
+crates from Debian's packages) on benchmark exercises.
 """
 
 from __future__ import annotations

@@ -1,0 +1,3 @@
+module piglatin
+
+go 1.18

@@ -1,0 +1,160 @@
+"""Polyglot on exercises copied from the real benchmark (``polyglot_real/``), one per language.
+
+What the agent sees is checked file by file; grading runs in the offline-built polyglot image (each
+language: the example passes, the stub and a wrong solution fail); a toolchain the image lacks is an
+infrastructure error naming the fix. The polyglot image tests skip, saying why, when the image is
+absent (``metasearch images build polyglot``, about 15 minutes), unless ``METASEARCH_POLYGLOT_IMAGE`` is
+set, as it is where ``.ci/setup`` was asked to build the image.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from metasearch.errors import InfrastructureError
+from metasearch.suites.polyglot import PolyglotSuite
+from metasearch.suites.testrun.exercise_grade import example_targets
+
+ROOT = Path(__file__).resolve().parent / "polyglot_real"
+EXERCISES = {
+    "go": "pig-latin",
+    "rust": "gigasecond",
+    "cpp": "perfect-numbers",
+    "java": "kindergarten-garden",
+    "javascript": "grep",
+    "python": "transpose",
+}
+VISIBLE = {
+    "go": [".docs/instructions.md", ".docs/introduction.md", "go.mod", "pig_latin.go"],
+    "rust": [
+        ".docs/instructions.append.md",
+        ".docs/instructions.md",
+        ".docs/introduction.md",
+        "Cargo.toml",
+        "src/lib.rs",
+    ],
+    "cpp": [".docs/instructions.md", "CMakeLists.txt", "perfect_numbers.cpp", "perfect_numbers.h"],
+    "java": [
+        ".docs/instructions.md",
+        ".docs/introduction.md",
+        "build.gradle",
+        "src/main/java/KindergartenGarden.java",
+        "src/main/java/Plant.java",
+    ],
+    "javascript": [
+        ".docs/instructions.append.md",
+        ".docs/instructions.md",
+        ".eslintrc",
+        ".npmrc",
+        "LICENSE",
+        "babel.config.js",
+        "grep.js",
+        "package.json",
+    ],
+    "python": [".docs/instructions.md", "transpose.py"],
+}
+# A wrong solution per language: the example with one behaviour broken.
+BREAK = {
+    "go": ('"ay"', '"ey"'),
+    "rust": ("1_000_000_000", "1_000_000_001"),
+    "cpp": ("classification::abundant;", "classification::deficient;"),
+    "java": ("PER_ROW = 2", "PER_ROW = 1"),
+    "javascript": ("isOptionSet('l')", "isOptionSet('L')"),
+    "python": ("row.rstrip()", "row"),
+}
+
+
+def _suite(language: str) -> PolyglotSuite:
+    return PolyglotSuite(PolyglotSuite.Config(path=str(ROOT), languages=[language], grade_timeout_s=900))
+
+
+def _task(language: str) -> str:
+    return f"polyglot/{language}/{EXERCISES[language]}"
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def test_fixtures_keep_the_real_layout() -> None:
+    for language, name in EXERCISES.items():
+        ex = _suite(language).exercises[_task(language)]
+        assert ex.name == name and ex.solution and ex.tests and ex.examples
+        assert all((ex.path / rel).is_file() for rel in (*ex.solution, *ex.tests, *ex.examples))
+
+
+@pytest.mark.parametrize("language", sorted(EXERCISES))
+def test_only_solution_editor_build_and_docs_files_reach_the_workspace(language: str, tmp_path: Path) -> None:
+    suite = _suite(language)
+    suite.prepare(_task(language), tmp_path)
+    assert _files(tmp_path / "workspace") == VISIBLE[language]
+    assert (tmp_path / "TASK.md").is_file()
+
+
+# ------------------------------------------------------------------ in the polyglot image
+
+
+@pytest.fixture(scope="module")
+def polyglot_sandbox(docker_sandbox_factory: object) -> Iterator[object]:
+    """A Docker sandbox on the polyglot image (``docker_sandbox_factory`` checks the daemon first)."""
+    from metasearch.sandboxes.images import build_hint, image_exists, image_tag
+
+    if not image_exists(image_tag("polyglot")):
+        reason = f"polyglot image {image_tag('polyglot')} missing (build it with {build_hint('polyglot')})"
+        if os.environ.get("METASEARCH_POLYGLOT_IMAGE"):  # .ci/setup was asked to build it
+            pytest.fail(f"the polyglot image tests must run here, but {reason}")
+        pytest.skip(reason)
+    from metasearch.sandboxes.docker import DockerSandbox
+
+    sandbox = DockerSandbox(DockerSandbox.Config(image="polyglot"), study="pytest-polyglot")
+    yield sandbox
+    sandbox.sweep()
+
+
+def _solve(suite: PolyglotSuite, task_id: str, workspace: Path, edit: tuple[str, str] | None) -> None:
+    """Put the exercise's example (``edit`` applied to it: a wrong one) in place of the stub."""
+    ex = suite.exercises[task_id]
+    edited = 0
+    for example, rel in example_targets(list(ex.examples), list(ex.solution)):
+        text = (ex.path / example).read_text()
+        if edit is not None and rel in ex.solution and edit[0] in text:
+            text, edited = text.replace(edit[0], edit[1], 1), edited + 1
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / rel).write_text(text)
+    assert edit is None or edited == 1, f"no solution file of {task_id} holds {edit[0]!r}"
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("language", sorted(EXERCISES))
+def test_each_language_grades_in_the_polyglot_image(
+    language: str, polyglot_sandbox: object, tmp_path: Path
+) -> None:
+    suite, task_id = _suite(language), _task(language)
+    ids, score, error = suite.example_run(task_id, polyglot_sandbox)  # type: ignore[arg-type]
+    assert ids and score == 1.0, error
+    suite.prepare(task_id, tmp_path)
+    workspace = tmp_path / "workspace"
+    stub = suite.grade(task_id, workspace, polyglot_sandbox)  # type: ignore[arg-type]
+    assert stub.score == 0.0 and stub.error, stub
+    _solve(suite, task_id, workspace, BREAK[language])
+    wrong = suite.grade(task_id, workspace, polyglot_sandbox)  # type: ignore[arg-type]
+    assert wrong.score == 0.0 and "failed" in (wrong.error or ""), wrong
+    _solve(suite, task_id, workspace, None)
+    right = suite.grade(task_id, workspace, polyglot_sandbox)  # type: ignore[arg-type]
+    assert right.score == 1.0 and not right.flags, right
+    assert right.metrics["total"] == len(ids)
+
+
+@pytest.mark.docker
+def test_a_missing_toolchain_is_an_infrastructure_error(
+    docker_sandbox_factory: object, tmp_path: Path
+) -> None:
+    """The default image has no Go: grading says so and names the fix, instead of scoring 0."""
+    suite = _suite("go")
+    suite.prepare(_task("go"), tmp_path)
+    with pytest.raises(InfrastructureError, match=r"missing go.*metasearch images build polyglot"):
+        suite.grade(_task("go"), tmp_path / "workspace", docker_sandbox_factory())  # type: ignore[operator]
