@@ -2,8 +2,8 @@
 
 Grades, for every loaded problem, the reference itself as the candidate (``ModelNew`` copied from
 ``Model``: it must come out correct) and, with ``--wrong``, a candidate with one output element off by more than its own size (it must
-fail on correctness), through the suite's public ``grade`` in the chosen sandbox. Problems whose grading
-does not fit the memory limit are listed as left out, with the memory they need. Prints one table (problem,
+fail on correctness), through the suite's public ``grade`` in the chosen sandbox. Problems the suite leaves
+out (grading does not fit the memory limit, or the scale made the reference fail) are listed with why. Prints one table (problem,
 memory given, verdicts, seconds) and a summary; exits non-zero when a correct candidate failed or a wrong
 one passed. ``--jsonl FILE`` appends each row as it comes (a long sweep can be followed and resumed with
 ``--skip-done``).
@@ -107,12 +107,12 @@ def run(argv: list[str] | None = None) -> int:
     done: set[str] = set()
     if args.skip_done and args.jsonl and args.jsonl.is_file():
         done = {json.loads(line)["problem"] for line in args.jsonl.read_text().splitlines() if line}
-    sizes, too_big = suite.grading_mb(), suite.too_big()
+    sizes, left_out = suite.grading_mb(), suite.left_out()
     rows: list[dict[str, Any]] = []
     for task in [t for t in suite.files if t not in done]:
         row: dict[str, Any] = {"problem": task.split("/", 1)[1], "memory_mb": sizes[task]}
-        if task in too_big:
-            row.update(right="left out (memory)", right_s=0.0)
+        if task in left_out:
+            row.update(right=f"left out: {left_out[task]}"[:120], right_s=0.0)
         else:
             reference = suite.reference(task).decode()
             right = _grade(suite, task, candidate(reference, False), sandbox)
@@ -137,7 +137,7 @@ def run(argv: list[str] | None = None) -> int:
     print(
         f"\nscale {args.scale:g}, {args.sandbox}: correct candidates graded correct {right_ok}/{len(graded)}"
         + (f", wrong candidates failed on correctness {wrong_ok}/{len(graded)}" if args.wrong else "")
-        + f"; left out for memory {len(rows) - len(graded)} (limit {suite.memory_limit_mb()} MB)"
+        + f"; left out {len(rows) - len(graded)} (memory limit {suite.memory_limit_mb()} MB, or too small at the scale)"
     )
     failed = right_ok < len(graded) or (args.wrong and wrong_ok < len(graded))
     return 1 if failed else 0
