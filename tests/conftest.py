@@ -31,6 +31,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
+def docker_reason() -> str | None:
+    """None when Docker sandboxes can run here, else why not (for tests that fall back to local ones)."""
+    return docker_ready()
+
+
+@pytest.fixture(scope="session")
 def docker_sandbox_factory():
     reason = docker_ready()
     if reason and os.environ.get("CI") == "true":
