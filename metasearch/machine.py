@@ -51,9 +51,9 @@ def docker_engine() -> tuple[Check, Any]:
 
 
 def sandbox_image(client: Any, image: str | None) -> Check:
-    from metasearch.sandboxes.images import default_image_tag
+    from metasearch.sandboxes.images import resolve
 
-    tag = image or default_image_tag()
+    tag = resolve(image)  # unset: the default image; a recipe name (``polyglot``): the tag it builds
     try:
         client.images.get(tag)
     except Exception:
@@ -64,15 +64,19 @@ def sandbox_image(client: Any, image: str | None) -> Check:
 
 
 def build_command(tag: str) -> str:
-    """The command that makes ``tag``: ``images build`` for the default, a shipped Dockerfile by name."""
-    from metasearch.sandboxes.images import REPOSITORY, default_image_tag
+    """The command that makes ``tag``: ``metasearch images build [NAME]`` for an image of ours built offline,
+    ``docker build`` for a shipped Dockerfile, else what to do."""
+    from metasearch.sandboxes import recipes
 
-    if tag in (default_image_tag(), f"{REPOSITORY}:latest"):
-        return "metasearch images build"
     repository = tag.rsplit(":", 1)[0]
-    if repository.startswith(REPOSITORY + "-") or repository.startswith("metasearch-"):
-        variant = repository.removeprefix(REPOSITORY + "-").removeprefix("metasearch-")
-        dockerfile = Path("sandboxes") / f"Dockerfile.{variant}"
+    for spec in recipes.RECIPES.values():
+        if tag in (spec.name, spec.tag()) or repository == spec.repository:
+            return "metasearch images build" + ("" if spec.name == "default" else f" {spec.name}")
+    if repository.startswith("metasearch-"):
+        dockerfile = (
+            Path("sandboxes")
+            / f"Dockerfile.{repository.removeprefix('metasearch-sandbox-').removeprefix('metasearch-')}"
+        )
         if (_source_root() / dockerfile).is_file():
             return f"docker build -t {tag} -f {dockerfile} sandboxes/"
     return f"build or load the image {tag} into this engine, or set sandbox.image"

@@ -169,8 +169,10 @@ def test_missing_image_names_the_command(tmp_path: Path) -> None:
     from metasearch.sandboxes.images import default_image_tag
 
     assert build_command(default_image_tag()) == "metasearch images build"
-    assert build_command("metasearch-polyglot:latest") == (
-        "docker build -t metasearch-polyglot:latest -f sandboxes/Dockerfile.polyglot sandboxes/"
+    assert build_command("metasearch-polyglot:latest") == "metasearch images build polyglot"
+    assert build_command("polyglot") == "metasearch images build polyglot"
+    assert build_command("metasearch-sandbox-cuda:latest") == (
+        "docker build -t metasearch-sandbox-cuda:latest -f sandboxes/Dockerfile.cuda sandboxes/"
     )
     result = dry_run(
         ROOT / "configs" / "quickstart.yaml",
