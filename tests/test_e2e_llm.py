@@ -141,7 +141,9 @@ def test_an_exhausted_token_budget_stops_the_study_and_resume_continues_it(tmp_p
         assert "token budget" in reason, reason
         spent = launched.archive.index.tokens
         done = len(launched.archive.index.evaluations)
-        assert spent >= 150 and done < 2  # the second seed evaluation was refused, not scored
+        # the budget holds (calls reserve their worst case first, so none runs past the cap) and what it
+        # refused is not scored
+        assert spent <= 150 and done < 2
         resumed = launch.reopen(study_dir, ["budget.tokens=100000"])
         try:
             reason = resumed.study.run(resumed.runner, workers=1)
