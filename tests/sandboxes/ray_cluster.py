@@ -1,9 +1,9 @@
 """A real multi-node Ray cluster on one machine, for tests: a head and worker nodes as separate raylets.
 
 Every node is its own ``ray start --block`` process in its own process group, with its own ports (asked
-of the OS) and the head's temp dir under /tmp; ``kill_raylet`` kills one node's raylet by pid (as a node
-dying would) and ``stop`` kills exactly the process groups it started, never ``ray stop``, which would
-stop every Ray on the machine.
+of the OS) and the head's temp dir under /tmp; ``kill_node`` kills one node's whole process group (its raylet
+and the workers running its jobs, as a machine dying would) and ``stop`` kills exactly the process groups it
+started, never ``ray stop``, which would stop every Ray on the machine.
 """
 
 from __future__ import annotations
@@ -54,21 +54,6 @@ class Node:
     name: str
     proc: subprocess.Popen[bytes]
     log: Path
-
-    def raylet_pid(self) -> int | None:
-        """The raylet among the processes of this node's group (read from /proc)."""
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-            pgrp = int(stat[stat.rindex(")") + 2 :].split()[2])
-            if pgrp == self.proc.pid and comm == "raylet":
-                return int(entry.name)
-        return None
 
 
 @dataclass
@@ -138,12 +123,11 @@ class Cluster:
         logs = "\n".join(f"--- {n.name}\n{n.log.read_text()[-2000:]}" for n in self.nodes)
         raise RuntimeError(f"the Ray cluster did not reach {count} nodes\n{logs}")
 
-    def kill_raylet(self, name: str) -> int:
+    def kill_node(self, name: str) -> None:
+        """The whole node dies at once: its raylet and every process of its group (the workers running
+        jobs included), by SIGKILL."""
         node = next(n for n in self.nodes if n.name == name)
-        pid = node.raylet_pid()
-        assert pid is not None, f"no raylet in {name}'s process group"
-        os.kill(pid, signal.SIGKILL)
-        return pid
+        os.killpg(node.proc.pid, signal.SIGKILL)
 
     def stop(self) -> None:
         for node in reversed(self.nodes):  # only the groups started here
@@ -176,13 +160,14 @@ high = 25
 type = "categorical"
 choices = ["none", "standard"]
 """
-SEED_SOLVE = """import json, sys
+SEED_SOLVE = """import json, sys, time
 from pathlib import Path
 
 import numpy as np
 
 
 def main(task):
+    time.sleep(3)  # long enough that a node killed while it runs this loses the job
     knobs = json.loads((Path(__file__).parent / "knobs.json").read_text())
     info = json.loads((task / "task.json").read_text())
     x, test = (np.load(task / n) for n in ("train_x.npy", "test_x.npy"))
