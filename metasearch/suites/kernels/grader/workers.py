@@ -129,20 +129,24 @@ class Worker:
                 raise WorkerFailed(self._died(f"the worker stopped reading ({exc})")) from None
 
     def _fill(self) -> None:
-        """Read what the worker has sent so far into the buffer (``on_wait`` is called each half second
-        of waiting)."""
+        """Read what the worker has sent so far into the buffer."""
+        self._wait_for_reply()
+        chunk = os.read(self._reply, 1 << 20)
+        if not chunk:
+            raise WorkerFailed(self._died("the worker ended"))
+        self._buffer += chunk
+
+    def _wait_for_reply(self) -> None:
+        """Until the reply pipe has bytes to read, within the deadline (``on_wait`` is called each half
+        second of waiting)."""
         while True:
             left = self.deadline - time.monotonic()
             if left <= 0:
                 raise WorkerFailed("timed out")
             if select.select([self._reply], [], [], min(left, 0.5))[0]:
-                break
+                return
             if self.on_wait:
                 self.on_wait()
-        chunk = os.read(self._reply, 1 << 20)
-        if not chunk:
-            raise WorkerFailed(self._died("the worker ended"))
-        self._buffer += chunk
 
     def _arrays(self, header: Any, limit: int) -> list[Any]:
         import numpy as np
@@ -170,13 +174,7 @@ class Worker:
         out[:got] = self._buffer[:got]
         del self._buffer[:got]
         while got < size:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise WorkerFailed("timed out")
-            if not select.select([self._reply], [], [], min(left, 0.5))[0]:
-                if self.on_wait:
-                    self.on_wait()
-                continue
+            self._wait_for_reply()
             n = os.readv(self._reply, [out[got:size]])
             if not n:
                 raise WorkerFailed(self._died("the worker ended"))
