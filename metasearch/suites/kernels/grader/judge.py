@@ -14,9 +14,9 @@ candidate's. The judge draws the secret seeds and then:
    both workers. Rounds alternate the two workers in ABBA order; after each round the judge takes every
    output of the batch from both workers and compares them (``stale_output``: skipped, cached or
    asynchronous work). Work the candidate's worker moves out of the
-   timed command into the untimed ones around it (drawing inputs, sending outputs) is charged to its time,
+   timed command into the untimed ones around it (receiving inputs, sending outputs) is charged to its time,
    round by round: whatever CPU time those commands took beyond what the reference's worker needed for the
-   very same commands in three rounds of four.
+   very same commands in the same round.
 3. **Accounting** from the kernel's counters (see ``workers.py``): CPU the candidate's processes used while
    the judge was not waiting on them (``work_outside_timing``), or more CPU than wall time while it was
    (``multithreaded``).
@@ -68,7 +68,6 @@ MAX_REPS = 100
 MIN_ROUNDS = 10  # whatever the configured repetitions: a low quantile of fewer rounds is one lucky call
 EMPTY_TRIPS = 25
 TYPICAL_QUANTILE = 0.2
-UNTIMED_QUANTILE = 0.75  # the reference's untimed CPU time up to here is the usual spread, not hidden work
 DISTURBED = 2.0  # the reference this much slower beside the candidate than alone: the candidate slowed it
 UNDISTURBED = 1.25  # up to this much slower is noise; beyond it the speedup uses the reference timed alone
 OUTSIDE_CPU = (0.05, 0.05)  # allowed CPU outside the candidate's commands: fraction of their wall, plus s
@@ -371,10 +370,11 @@ class Session:
     def _verdict(self, timing: Timing, solo: list[float], cpu_total: float) -> dict[str, Any]:
         cand, flags = self.cand, self.flags
         ref_calls = [r.call for r in timing.ref]
-        # what the very same untimed commands typically cost the reference in CPU time: more than that, the
-        # candidate worked out of the judge's sight, and pays for it in the round where it did
-        usual = _quantile([r.untimed for r in timing.ref], UNTIMED_QUANTILE)
-        charged = [max(0.0, r.untimed - usual) for r in timing.cand]
+        # CPU time the candidate's worker spent in a round's untimed commands beyond what the reference's
+        # worker spent on the very same commands (the same inputs, outputs of the same size) is work done
+        # out of the judge's sight, paid for in the round where it was done. Paired by round: the cost of
+        # those commands varies from round to round by more than a fast kernel's whole work.
+        charged = [max(0.0, c.untimed - r.untimed) for c, r in zip(timing.cand, timing.ref, strict=True)]
         cand_calls = [r.call + c for r, c in zip(timing.cand, charged, strict=True)]
         if _typical(charged) > 0.5 * _typical(cand_calls):
             flags.append("work_outside_timing")
