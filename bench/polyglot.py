@@ -8,6 +8,10 @@ stub workspace (it must fail). Prints one table per language (examples passed/to
 leaks, time) and every exercise that did not behave, with the reason; ``--jsonl FILE`` appends one line
 per exercise, so a long run can be split (``--language``, ``--exercise``) and resumed (``--skip-done``).
 Exits non-zero when any exercise misbehaved.
+
+``--scan`` runs no sandbox: it reads every exercise's example solution as a candidate would hand it in and
+prints, per language, how many the static tamper scan (``testrun/scan.py``) flags (it must be none: a flag
+scores an honest solution 0), with each finding.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from metasearch.errors import MetasearchError
 from metasearch.sandboxes.docker import DockerSandbox
 from metasearch.sim.bench import print_table
 from metasearch.suites.polyglot import LANGUAGES, Exercise, PolyglotSuite
+from metasearch.suites.testrun import scan
 
 # Independent of polyglot.TEST_PATHS on purpose: any path part that names a test, a spec or test data.
 LEAK = re.compile(r"(^|[_\-./])(tests?|spec|cases)([_\-./]|$)|Test\.java$|^data$", re.IGNORECASE)
@@ -95,6 +100,33 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return table
 
 
+def scan_examples(root: Path, languages: list[str]) -> int:
+    """The tamper scan over every example solution, as if each were a candidate's; 1 if any is flagged."""
+    table, flagged = [], []
+    for language in languages:
+        start, total, hits = time.perf_counter(), 0, 0
+        for config in sorted((root / language / "exercises" / "practice").glob("*/.meta/config.json")):
+            exercise = config.parent.parent
+            files = json.loads(config.read_text())["files"]
+            found = []
+            for solution, example in zip(files.get("solution", []), files.get("example", []), strict=False):
+                kind = scan.language_of(solution)
+                if kind and (exercise / example).is_file():
+                    stub = exercise / solution
+                    before = stub.read_text() if stub.is_file() else None
+                    found += scan.new_findings(before, (exercise / example).read_text(), kind)
+            total += 1
+            if found:
+                hits += 1
+                flagged.append(f"{language}/{exercise.name}: {'; '.join(found[:3])}")
+        table.append({"language": language, "exercises": total, "examples_flagged": hits,
+                      "time_s": round(time.perf_counter() - start, 2)})  # fmt: skip
+    print_table(table, ["language", "exercises", "examples_flagged", "time_s"])
+    for line in flagged:
+        print(line)
+    return 1 if flagged else 0
+
+
 def run(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="metasearch bench polyglot", description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="a polyglot-benchmark checkout")
@@ -106,7 +138,10 @@ def run(argv: list[str] | None = None) -> int:
     parser.add_argument("--grade-timeout", type=float, default=600.0, help="seconds per grading run")
     parser.add_argument("--only-done", action="store_true", help="run nothing: report --jsonl's rows")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown too")
+    parser.add_argument("--scan", action="store_true", help="only the tamper scan of the example solutions")
     args = parser.parse_args(argv)
+    if args.scan:
+        return scan_examples(Path(args.root), args.language or list(LANGUAGES))
     config = PolyglotSuite.Config(
         path=args.root,
         languages=args.language,

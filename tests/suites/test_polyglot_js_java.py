@@ -79,7 +79,12 @@ def test_javascript_is_graded_test_by_test(node_modules: Path, tmp_path: Path) -
         "stub": ((exercise / "space-age.js").read_text(), 0.0, "3 of 3 tests failed"),
         "wrong": (example.replace("mercury: 0.2408467", "mercury: 1"), 0.0, "1 of 3 tests failed"),
         "plain exit": (example + "process.exit(0);\n", 0.0, "tamper_suspect: space-age.js: early exit"),
-        "hidden exit": (example + "globalThis['proc' + 'ess']['ex' + 'it'](0);\n", 0.0, "ended early"),
+        # past the scan: the Function constructor reached through an array, the names built at run time
+        "hidden exit": (
+            example + "[].constructor.constructor('return pro' + 'cess')()['ex' + 'it'](0);\n",
+            0.0,
+            "ended early",
+        ),
         "spec rewritten": (example + REWRITE, 0.0, "tamper_suspect: the jest-json run: runner code replaced"),
     }
     for name, (source, score, reason) in cases.items():
@@ -157,8 +162,9 @@ JAVA_RIGHT += "    int twice(int a) {\n        return 2 * a;\n    }\n}\n"
 JAVA_STUB = JAVA_RIGHT.replace("return a + b;", "throw new UnsupportedOperationException();")
 JAVA_STUB = JAVA_STUB.replace("return 2 * a;", "throw new UnsupportedOperationException();")
 HIDDEN_EXIT = (
-    'try { Class.forName("java.lang.Sys" + "tem").getMethod("ex" + "it", int.class).invoke(null, 0); }'
-)
+    'try { Thread.currentThread().getContextClassLoader().loadClass("java.lang.Sys" + "tem")'
+    '.getMethod("ex" + "it", int.class).invoke(null, 0); }'
+)  # past the scan: the class loaded by a computed name
 HIDDEN_EXIT += " catch (Exception e) { }\n        return 2 * a;"
 JDK_MISSING = [tool for tool in ("javac", "java") if not shutil.which(tool)]
 JARS_MISSING = [n for n in junit.REQUIRED if not os.path.isfile(os.path.join(junit.JARS, f"{n}.jar"))]

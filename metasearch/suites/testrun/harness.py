@@ -16,7 +16,9 @@ Modes (the grader runs two different ones and compares them):
 
 Both modes snapshot the callables of the runner's modules (``builtins``, ``unittest``, ``pytest``,
 ``_pytest``, ``pluggy``, this harness) before candidate code is imported and compare them after every
-test and at the end; a replaced one is reported as ``tamper``. The session ends with an ``end`` record;
+test and at the end; a replaced one is reported as ``tamper``, and so is a class that appeared since and
+whose own ``__eq__`` says an instance equals values made up on the spot (``__ne__``: differs from none),
+the cyclic collector being off so that a class made per call lives until it is checked. The session ends with an ``end`` record;
 a run without it ended early. Residual risk: the candidate shares this process, so code that finds the
 channel's fd and nonce in memory, and forges the other harness the same way, can still lie; the static
 scan (``scan.py``) flags the routes to doing that.
@@ -25,8 +27,10 @@ scan (``scan.py``) flags the routes to doing that.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
+import secrets
 import sys
 import tempfile
 import types
@@ -35,6 +39,8 @@ from typing import Any
 
 _write = os.write
 _dumps = json.dumps
+_token_hex = secrets.token_hex
+ALWAYS_EQUAL = "always-equal class"
 WATCHED = ("builtins", "unittest", "pytest", "_pytest", "pluggy", "__main__", "_ms_harness")
 
 
@@ -58,9 +64,12 @@ class Channel:
 
 
 class Integrity:
-    """Identities of the runner's callables, taken before candidate code runs."""
+    """Identities of the runner's callables, taken before candidate code runs; and the classes that claim
+    to equal anything (an always-equal value passes every equality assertion), known before it runs."""
 
     def __init__(self) -> None:
+        gc.disable()  # a class made per call lives until the next check instead of a collection
+        self.equal_before = {id(cls) for cls in _always_equal_classes()}
         self.seen: dict[tuple[str, str, str], object] = {}
         for name, module in list(sys.modules.items()):
             if module is None or name.split(".")[0] not in WATCHED:
@@ -81,12 +90,57 @@ class Integrity:
             current = None if holder is None else vars(holder).get(attr or key)
             if current is not value:
                 found.append(f"{name}.{key}" + (f".{attr}" if attr else ""))
+        for cls in _always_equal_classes():
+            if id(cls) not in self.equal_before:
+                found.append(
+                    f"{ALWAYS_EQUAL} {getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', '?')}"
+                )
         return found
 
     def check(self, channel: Channel) -> None:
         if not self.reported and (found := self.changed()):
             self.reported = True
             channel.send({"t": "tamper", "what": found[:5]})
+
+
+def _always_equal_classes() -> list[Any]:
+    """Live classes whose own ``__eq__`` says an instance equals a value made up just now (a fresh object,
+    a random string, number or list), or whose own ``__ne__`` says it differs from none of them."""
+    found: list[Any] = []
+    seen: set[int] = set()
+    todo: list[Any] = [object]
+    while todo:
+        cls = todo.pop()
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        with contextlib.suppress(Exception):
+            todo += type.__subclasses__(cls)
+        own = cls.__dict__
+        if any(_lies(cls, own.get(name), lie) for name, lie in (("__eq__", True), ("__ne__", False))):
+            found.append(cls)
+    return found
+
+
+def _lies(cls: Any, method: object, lie: bool) -> bool:
+    if method is None or isinstance(method, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+        return False  # absent, or a built-in type's own comparison
+    try:
+        instance = cls.__new__(cls)
+    except BaseException:
+        try:
+            instance = object.__new__(cls)
+        except BaseException:
+            return False
+    token = _token_hex(8)
+    for probe in (object(), f"probe-{token}", int(token, 16), [token]):
+        try:
+            bound = method.__get__(instance, cls) if hasattr(method, "__get__") else method
+            if bound(probe) is lie:  # type: ignore[operator]
+                return True
+        except BaseException:
+            return False
+    return False
 
 
 class Reporter:

@@ -24,6 +24,7 @@ from typing import Any
 from .channel import Run, run_harness
 
 TAMPER = "tamper_suspect"
+ALWAYS_EQUAL = "always-equal class"  # harness.ALWAYS_EQUAL
 INCONSISTENT = "inconsistent_results"
 MODES = ("pytest", "direct")
 FAILURE_OUTPUT = 1200  # characters of the pytest run's output kept in a failure's reason
@@ -96,8 +97,11 @@ def judge(expected: list[str], runs: list[Run], *, fractional: bool, what: str) 
     missing = [t for t, seen in zip(expected, views, strict=True) if seen[0] == "missing"]
     others = [t for t in expected if t not in passed and t not in missing]
     total = len(expected)
-    if not missing and not others and any(r.mode == "pytest" and r.exit_code for r in runs):
-        return failure(f"pytest exited non-zero although every one of the {what} passed")
+    # Every test reported passed, yet the process says otherwise: result lines written after the real ones
+    # (a thread, a late write) can rewrite a transcript, but not the exit status of the process.
+    if not missing and not others and (failing := [r for r in runs if r.exit_code]):
+        run = failing[0]
+        return failure(f"the {run.mode} run exited {run.exit_code} although every one of the {what} passed")
     metrics = {"passed": float(len(passed)), "total": float(total), "resolved": float(len(passed) == total)}
     error = None
     if len(passed) < total:
@@ -161,7 +165,11 @@ def _distrust(run: Run) -> str | None:
     if run.held_open:
         return "a process outlived the run and kept the result channel open"
     tampered = [r.get("what") for r in run.records if r.get("t") == "tamper"]
-    return f"runner code replaced during the run: {tampered[0]}" if tampered else None
+    if not tampered:
+        return None
+    if any(str(what).startswith(ALWAYS_EQUAL) for what in tampered[0] or []):
+        return f"a value that equals anything appeared during the run: {tampered[0]}"
+    return f"runner code replaced during the run: {tampered[0]}"
 
 
 def _short(test_id: str) -> str:
