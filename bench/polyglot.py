@@ -147,6 +147,7 @@ def run(argv: list[str] | None = None) -> int:
         languages=args.language,
         exercises=args.exercise,
         grade_timeout_s=args.grade_timeout,
+        include_offline_gaps=True,  # the table shows them, with why they fail
     )
     suite = PolyglotSuite(config)
     sandbox = DockerSandbox(DockerSandbox.Config(image=args.image), study="bench-polyglot")

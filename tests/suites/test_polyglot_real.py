@@ -158,3 +158,34 @@ def test_a_missing_toolchain_is_an_infrastructure_error(
     suite.prepare(_task("go"), tmp_path)
     with pytest.raises(InfrastructureError, match=r"missing go.*metasearch images build polyglot"):
         suite.grade(_task("go"), tmp_path / "workspace", docker_sandbox_factory())  # type: ignore[operator]
+
+
+def test_exercises_that_cannot_be_graded_here_are_left_out_and_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An exercise that asks for tests (``.meta/.skip_tests``) and one the image cannot build offline are no
+    tasks, each named with its reason; asked for by name, or with ``include_offline_gaps``, they stay."""
+    import shutil
+
+    root = tmp_path / "pg"
+    shutil.copytree(ROOT / "go", root / "go")
+    shutil.copytree(ROOT / "rust", root / "rust")
+    practice = root / "go" / "exercises" / "practice"
+    shutil.copytree(practice / "pig-latin", practice / "counter")
+    (practice / "counter" / ".meta" / ".skip_tests").write_text("asks for tests\n")
+    rust = root / "rust" / "exercises" / "practice"
+    shutil.copytree(rust / "gigasecond", rust / "robot-name")
+    with caplog.at_level("WARNING"):
+        suite = PolyglotSuite(PolyglotSuite.Config(path=str(root)))
+    assert sorted(t.id for t in suite.tasks()) == ["polyglot/go/pig-latin", "polyglot/rust/gigasecond"]
+    assert suite.left_out == {
+        "polyglot/go/counter": "it asks for tests, not code (.meta/.skip_tests)",
+        "polyglot/rust/robot-name": "its example needs the crate rand 0.3 (Debian: 0.8)",
+    }
+    assert "left out 2 exercises" in caplog.text and "polyglot/rust/robot-name" in caplog.text
+    kept = PolyglotSuite(PolyglotSuite.Config(path=str(root), include_offline_gaps=True))
+    assert "polyglot/rust/robot-name" in {t.id for t in kept.tasks()} and list(kept.left_out) == [
+        "polyglot/go/counter"
+    ]
+    named = PolyglotSuite(PolyglotSuite.Config(path=str(root), exercises=["go/counter", "rust/robot-name"]))
+    assert len(named.tasks()) == 2 and named.left_out == {}
