@@ -25,6 +25,10 @@ CASES = {
     "kernels (Docker)": "tests/suites/test_kernels.py::test_attacks_in_docker",
     "code-edit": "tests/suites/test_tests_verdict.py::test_code_edit_attacks_gain_nothing",
     "polyglot": "tests/suites/test_tests_verdict.py::test_polyglot_attacks_gain_nothing",
+    "code-edit + polyglot (Docker)": "tests/suites/test_tests_verdict.py::test_attacks_gain_nothing_in_docker",
+    "polyglot (JavaScript)": "tests/suites/test_polyglot_js_java.py::test_javascript_is_graded_test_by_test",
+    "polyglot (Java)": "tests/suites/test_polyglot_js_java.py::test_java_is_graded_test_by_test",
+    "scan (Go, Rust, JS, Java, C++)": "tests/suites/test_tests_verdict.py::test_scan_other_languages",
     "sandbox / study": "tests/sandboxes/test_hostile.py::test_hostile_case",
 }
 

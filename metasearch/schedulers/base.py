@@ -87,6 +87,23 @@ def random_unseen_task(state: SearchState, agent: int, rng: np.random.Generator)
     return Evaluate(agent_id=agent_id, task_id=unseen[int(rng.integers(len(unseen)))])
 
 
+def budget_left(state: SearchState) -> float | None:
+    """The smallest fraction left of any limit the study has (evaluations, wall time, tokens, cost), at
+    least one evaluation's worth for an evaluation budget; None when nothing is limited."""
+    budget, usage = state.budget, state.usage
+    fractions = []
+    if budget.evaluations:
+        fractions.append(max(1, budget.evaluations - usage.evaluations) / budget.evaluations)
+    for limit, used in (
+        (budget.wall_time_s, usage.wall_time_s),
+        (budget.tokens, usage.tokens),
+        (budget.cost_usd, usage.cost_usd),
+    ):
+        if limit:
+            fractions.append(max(0.0, limit - used) / limit)
+    return min(fractions) if fractions else None
+
+
 def thompson_argmax(
     successes: np.ndarray, failures: np.ndarray, rng: np.random.Generator, tau: float = 1.0
 ) -> int:

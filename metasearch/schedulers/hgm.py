@@ -36,6 +36,7 @@ from metasearch.schedulers.base import (
     BaseScheduler,
     SchedulerConfig,
     SearchState,
+    budget_left,
     open_agents,
     random_unseen_task,
     thompson_argmax,
@@ -63,10 +64,15 @@ class HGMScheduler(BaseScheduler):
     config: HGMConfig
 
     def tau(self, state: SearchState) -> float:
-        budget = state.budget.evaluations
-        if not self.config.cool_down or not budget:
+        """B / b on the evaluation budget as HGM has it; with other limits too (wall time, tokens, cost), the
+        one nearest its end decides: 1 / (the fraction of it left), never above B when B is set."""
+        if not self.config.cool_down:
             return 1.0
-        return float(budget / max(1, budget - state.usage.evaluations))
+        left = budget_left(state)
+        if left is None:
+            return 1.0
+        cap = float(state.budget.evaluations) if state.budget.evaluations else 1e6
+        return min(cap, 1.0 / max(left, 1e-6))
 
     def initial_expansions(self, state: SearchState) -> int:
         if self.config.initial_expansions == "auto":

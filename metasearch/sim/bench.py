@@ -7,6 +7,8 @@ quality in its tree, regret against the best agent any scheduler found on the sa
 expansions used, simulated wall time and busy (sandbox) time, the weighted correlation of the clade estimate (and of the own
 score) with the best descendant's empirical score, and the paired difference to ``hgm-paper`` (the
 published policy) with its 95% CI. The simulator's realism (``realism.py``) is on unless ``--kind``.
+``--wall-time S`` adds a budget of S simulated seconds (no job starts after it), the kind of budget under
+which preferring the cheaper of equally promising evaluations (``cost_exponent``) can pay.
 ``--scale`` instead measures decision latency at 10,000 and 100,000 agents (``scale.py``).
 """
 
@@ -58,6 +60,7 @@ class Case:
     workers: int
     n_tasks: int
     realism: bool
+    wall_time_s: float | None = None  # a wall-time budget (simulated seconds) on top of the evaluations
 
 
 def family_factory(spec: str, n_tasks: int) -> Any:
@@ -84,6 +87,7 @@ def run_case(case: Case) -> dict[str, Any]:
         n_tasks=case.n_tasks,
         seed=case.seed,
         realism=realism,
+        wall_time_s=case.wall_time_s,
     )
     clade_corr, own_corr, _ = cmp_correlations(result.tree)
     return {
@@ -123,9 +127,10 @@ def compare(
     n_tasks: int,
     realism: bool = True,
     baseline: str = BASELINE,
+    wall_time_s: float | None = None,
 ) -> list[dict[str, Any]]:
     cases = [
-        Case(v, name, tuple(sorted(opts.items())), family, s, budget, workers, n_tasks, realism)
+        Case(v, name, tuple(sorted(opts.items())), family, s, budget, workers, n_tasks, realism, wall_time_s)
         for v, (name, opts) in variants.items()
         for s in range(seeds)
     ]
@@ -206,6 +211,12 @@ def run(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--landscape", default=None, help="module:factory, factory(rng) -> Landscape")
     parser.add_argument("--budget", type=int, default=800)
+    parser.add_argument(
+        "--wall-time",
+        type=float,
+        default=None,
+        help="a wall-time budget in simulated seconds as well (the evaluations then rarely bind: raise --budget)",
+    )
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--tasks", type=int, default=60)
@@ -243,12 +254,15 @@ def run(argv: list[str] | None = None) -> int:
             workers=args.workers,
             n_tasks=args.tasks,
             realism=not args.kind,
+            wall_time_s=args.wall_time,
         )
         rows += got
         if not args.json:
             print_table(got, COLUMNS, title=f"family {got[0]['family']} (difference to {BASELINE})")
             print(
-                f"{args.seeds} paired seeds, budget {args.budget}, {args.workers} workers, {args.tasks} tasks, "
+                f"{args.seeds} paired seeds, budget {args.budget}"
+                + (f" and {args.wall_time:g} s of wall time" if args.wall_time else "")
+                + f", {args.workers} workers, {args.tasks} tasks, "
                 f"realism {'off' if args.kind else 'on'}; {time.monotonic() - started:.0f}s"
             )
     if args.json:

@@ -102,8 +102,10 @@ def simulate(
     n_tasks: int,
     seed: int,
     realism: Realism | None = None,
+    wall_time_s: float | None = None,
 ) -> SimResult:
-    """One run until ``budget`` evaluations (the seed's free ones excluded) have finished."""
+    """One run until ``budget`` evaluations (the seed's free ones excluded) have finished, or, with
+    ``wall_time_s``, until no job may start after that much simulated time (jobs in flight finish)."""
     realism = Realism() if realism is None else realism
     tasks = tuple(f"t{i}" for i in range(n_tasks))
     easiness = getattr(landscape, "task_easiness", None)
@@ -122,20 +124,20 @@ def simulate(
     exp_in_flight = eval_in_flight = 0
     tokens = busy = 0.0
     now = 0.0
-    budget_obj = Budget(evaluations=budget)
+    budget_obj = Budget(evaluations=budget, wall_time_s=wall_time_s)
     while True:
         while exp_in_flight + eval_in_flight < workers:
             job: Job | None
             if free:
                 job = Evaluate(agent_id="a0", task_id=free.pop(0), job_id=str(seq))
-            elif evaluations >= budget:
+            elif evaluations >= budget or (wall_time_s is not None and now >= wall_time_s):
                 break
             else:
                 state = SearchState(
                     tree,
                     tasks,
                     budget_obj,
-                    Usage(evaluations, expansions),
+                    Usage(evaluations, expansions, wall_time_s=now),
                     exp_in_flight,
                     eval_in_flight,
                     workers,

@@ -81,3 +81,38 @@ def test_custom_landscape_factory(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bench_rejects_an_unknown_family() -> None:
     with pytest.raises(SystemExit):
         run(["--families", "nope", "--seeds", "2"])
+
+
+def test_a_wall_time_budget_stops_new_jobs_and_cools_the_sampler() -> None:
+    """With a wall-time budget no job starts after it (those in flight finish), and HGM's cool-down follows
+    the limit nearest its end: tau = 1 / the fraction of wall time left, as B / b does for evaluations."""
+    from metasearch.schedulers.base import SearchState, budget_left
+    from metasearch.schedulers.cmp import SearchTree
+    from metasearch.types import Budget, Usage
+
+    cls = SCHEDULERS.resolve("hgm-paper")
+    landscape = default_family(np.random.default_rng(5))
+    free = simulate(landscape, cls(cls.Config()), budget=300, workers=4, n_tasks=20, seed=5)
+    timed = simulate(
+        default_family(np.random.default_rng(5)),
+        cls(cls.Config()),
+        budget=10**6,
+        workers=4,
+        n_tasks=20,
+        seed=5,
+        wall_time_s=free.extra["wall_time"] / 2,
+    )
+    assert 0 < timed.evaluations < free.evaluations
+    assert free.extra["wall_time"] / 2 <= timed.extra["wall_time"] < free.extra["wall_time"]
+    scheduler = cls(cls.Config())
+    tree = SearchTree()
+    tree.add_agent("a0", None)
+
+    def state(budget: Budget, usage: Usage) -> SearchState:
+        return SearchState(tree, ("t0",), budget, usage, 0, 0, 1)
+
+    assert scheduler.tau(state(Budget(evaluations=800), Usage(evaluations=600))) == 4.0  # B / b
+    assert scheduler.tau(state(Budget(wall_time_s=100.0), Usage(wall_time_s=75.0))) == 4.0
+    both = state(Budget(evaluations=800, tokens=1000), Usage(evaluations=200, tokens=900))
+    assert budget_left(both) == pytest.approx(0.1) and scheduler.tau(both) == pytest.approx(10.0)
+    assert budget_left(state(Budget(), Usage())) is None and scheduler.tau(state(Budget(), Usage())) == 1.0
