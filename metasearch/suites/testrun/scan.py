@@ -56,9 +56,11 @@ ACCESS = "file, process or environment access"
 PATCHING = "runtime or test-runner patching"
 GRADER_FILES = "reading grader files"
 # Compiled and JavaScript solutions: each pattern is a route by which code under test could end the run
-# early, write what a report parser reads (stdout, stderr, report files), find or rewrite the tests and
-# reports, inspect its argv or environment, or replace the test framework's parts. None is needed by any
-# example solution of the polyglot benchmark (``bench/polyglot.py --scan`` checks that on a checkout).
+# early, reach the process, its files (the tests, the reports) or its environment, redirect the streams a
+# report is written to, or replace the test framework's parts. Printing alone is not among them: every
+# language's run must exit 0 when its reports say all passed, and a forged line cannot change the exit
+# status. None is needed by any example solution of the polyglot benchmark (``metasearch bench polyglot
+# --scan`` checks that on a checkout).
 _NODE_MODULES = (
     "fs|fs/promises|child_process|vm|module|v8|inspector|cluster|process|net|dgram|http|https|http2|repl|tls"
     "|async_hooks|perf_hooks|trace_events|wasi|os|jest\\S*|@jest/\\S+|expect"
@@ -113,7 +115,7 @@ OTHER_LANGUAGES: dict[str, list[tuple[str, str]]] = {
             r"|\b(Object|Reflect)\.(defineProperty|defineProperties|setPrototypeOf|assign\s*\(\s*(Object|Array"
             r"|String|Number|Promise|Function|Math|JSON)\b)|\b(Object|Array|String|Number|Boolean|Promise|Function"
             r"|Symbol|RegExp|Map|Set|Date|Error)\.prototype\.\w+\s*=(?!=)|\basymmetricMatch\b|\bexpect\b|\bjest\b"
-            r"|(?<![\w.$])(describe|test|it|beforeAll|beforeEach|afterAll|afterEach|xtest)\b(?=\s*[.=(])",
+            r"|(?<![\w.$])(describe|test|it|beforeAll|beforeEach|afterAll|afterEach|xtest)\s*\.\s*\w+\s*=(?!=)",
         ),
     ],
     "java": [
