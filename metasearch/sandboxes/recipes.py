@@ -8,7 +8,7 @@ image tag is a hash of all of it, so a changed recipe is a new tag and an existi
 ``polyglot`` runs Aider's polyglot benchmark in six languages without a network at run time: Debian 13's
 Go, Rust (with the crates exercises import, from Debian's ``librust-*-dev`` packages, served to cargo as a
 directory source), Node with jest and the Exercism babel preset (``npm install`` at build time into
-``NODE_MODULES``), CMake and g++, OpenJDK with Debian's JUnit 5 and AssertJ jars (the grader builds with
+``NODE_MODULES``), CMake, g++ and Boost.Date_Time, OpenJDK with Debian's JUnit 5 and AssertJ jars (the grader builds with
 ``javac`` and runs the JUnit console launcher; no Gradle), and Python with pytest.
 """
 
@@ -150,6 +150,7 @@ POLYGLOT = Recipe(
         "cmake",
         "make",
         "g++",
+        "libboost-date-time-dev",  # C++ gigasecond and meetup
         "openjdk-21-jdk-headless",
         "junit5",
         "libassertj-core-java",

@@ -153,8 +153,6 @@ OFFLINE_GAPS = {
     "rust/pig-latin": "its example needs the crate regex 0.2 (Debian: 1.11)",
     "rust/poker": "its example needs the crate counter 0.5 (Debian: 0.6)",
     "rust/robot-name": "its example needs the crate rand 0.3 (Debian: 0.8)",
-    "cpp/gigasecond": "it needs Boost.Date_Time, which the image lacks",
-    "cpp/meetup": "it needs Boost.Date_Time, which the image lacks",
     "java/hangman": "it needs RxJava, which the grader's build does not put on the class path",
     "java/rest-api": "it needs org.json, which the grader's build does not put on the class path",
 }

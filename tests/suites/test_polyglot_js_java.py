@@ -86,6 +86,13 @@ def test_javascript_is_graded_test_by_test(node_modules: Path, tmp_path: Path) -
             "ended early",
         ),
         "spec rewritten": (example + REWRITE, 0.0, "tamper_suspect: the jest-json run: runner code replaced"),
+        # past the scan (the hook's name is built at run time): every toEqual would pass, but expect()
+        # refuses the value in the grader's setup file
+        "matches anything": (
+            "const hook = 'asymmetric' + 'Match';\nexport const age = () => ({ [hook]: () => true });\n",
+            0.0,
+            "3 of 3 tests failed",
+        ),
     }
     for name, (source, score, reason) in cases.items():
         (artifact / "space-age.js").write_text(source)

@@ -371,6 +371,27 @@ def test_judge_rules() -> None:
     )
 
 
+def test_only_the_candidates_code_is_asked_whether_it_equals_anything(tmp_path: Path) -> None:
+    """The tests' own matchers (``unittest.mock.ANY``, a helper class in the test file) are trusted; the
+    same class in the code under test is refused, in both harnesses."""
+    helper = "class Anything:\n    def __eq__(self, other):\n        return True\n"
+    (tmp_path / "sol.py").write_text("def f():\n    return [1, 2]\n")
+    (tmp_path / "sol_test.py").write_text(
+        "import unittest\nfrom unittest import mock\n\nfrom sol import f\n\n\n" + helper + "\n\n"
+        "class T(unittest.TestCase):\n    def test_any(self):\n        self.assertEqual(f(), [mock.ANY, 2])\n\n"
+        "    def test_helper(self):\n        self.assertEqual(f(), [Anything(), 2])\n"
+    )
+    for mode in ("pytest", "direct"):
+        run = channel.run_harness(mode, str(tmp_path), ["sol_test.py"], timeout_s=60)
+        assert not [r for r in run.records if r["t"] == "tamper"], run.records
+        assert set(verdict.outcomes(run).values()) == {"passed"}, run.output
+    (tmp_path / "sol.py").write_text(helper + "\n\ndef f():\n    return Anything()\n")
+    for mode in ("pytest", "direct"):
+        run = channel.run_harness(mode, str(tmp_path), ["sol_test.py"], timeout_s=60)
+        tampered = [r["what"] for r in run.records if r["t"] == "tamper"]
+        assert tampered == [["always-equal class sol.Anything"]], run.records
+
+
 def test_the_harness_needs_its_channel_and_names_it_nowhere(tmp_path: Path) -> None:
     # Inside the test: the channel is an inherited pipe at a number >= 64 that neither argv nor the
     # environment spells, and stdin (which carried it) is /dev/null by now.

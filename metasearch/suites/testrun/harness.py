@@ -125,6 +125,8 @@ def _always_equal_classes() -> list[Any]:
 def _lies(cls: Any, method: object, lie: bool) -> bool:
     if method is None or isinstance(method, (types.WrapperDescriptorType, types.MethodDescriptorType)):
         return False  # absent, or a built-in type's own comparison
+    if _trusted(_defined_in(method)):
+        return False  # the tests' own helpers, the standard library's (unittest.mock.ANY), installed packages
     try:
         instance = cls.__new__(cls)
     except BaseException:
@@ -141,6 +143,35 @@ def _lies(cls: Any, method: object, lie: bool) -> bool:
         except BaseException:
             return False
     return False
+
+
+_ROOT = [""]  # the folder under test: code defined in a file there (not a test file) is the candidate's
+_TESTS: set[str] = set()
+
+
+def _defined_in(method: object) -> str:
+    """The file that defines a comparison: its code's, through method, partial and wrapper layers; for a
+    callable object without code (``unittest.mock``'s proxies), its type's module's file."""
+    for _ in range(8):
+        inner = getattr(method, "__func__", None) or getattr(method, "func", None)
+        inner = inner or getattr(method, "__wrapped__", None)
+        if inner is None or inner is method:
+            break
+        method = inner
+    code = getattr(method, "__code__", None)
+    if code is not None:
+        return str(code.co_filename)
+    module = sys.modules.get(getattr(type(method), "__module__", ""))
+    return str(getattr(module, "__file__", "") or "")
+
+
+def _trusted(filename: str) -> bool:
+    """Whether code from ``filename`` is not the candidate's: an absolute path outside the folder under test,
+    or one of the test files (code compiled from a string has no such path)."""
+    if not os.path.isabs(filename):
+        return False
+    path = os.path.realpath(filename)
+    return path in _TESTS or not path.startswith(_ROOT[0] + os.sep)
 
 
 class Reporter:
@@ -287,6 +318,8 @@ def main(argv: list[str]) -> int:
     channel = Channel()
     mode, root, files = argv[1], argv[2], argv[3:]
     os.chdir(root)
+    _ROOT[0] = os.path.realpath(root)
+    _TESTS.update(os.path.realpath(os.path.join(root, rel)) for rel in files)
     if mode == "direct":
         return run_direct(channel, root, files)
     return run_pytest(channel, root, files, collect_only=mode == "collect")

@@ -35,6 +35,9 @@ from typing import Any
 from .channel import Run, guard_grader, kill_orphans
 from .libtest import run_process
 
+GUARD = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "jest_guard.js"
+)  # refuses always-equal values
 SKIPPED_PREFIX = re.compile(r"\bx(test|it)\(")
 HEADER = re.compile(r"^(PASS|FAIL) (?:\./)?(.+?)\s*(?:\(\d.*\))?$")
 LINE = re.compile(r"^( +)([✓✕○✎√×]) (?:(?:skipped|todo) )?(.*?)(?: \(\d+(?:\.\d+)? m?s\))?$")
@@ -58,6 +61,7 @@ def run_jest_tests(work: str, test_files: list[str], *, timeout_s: float) -> lis
     local = os.path.join(work, "node_modules", ".bin", "jest")
     jest = local if os.path.exists(local) else shutil.which("jest") or "jest"
     command = [jest, "--ci", "--json", f"--outputFile={report}", "--verbose", "--silent"]
+    command += [f"--setupFilesAfterEnv={GUARD}"]
     command += [f"--cacheDirectory={os.path.join(own, 'cache')}", "--watchman=false", *test_files]
     out, code, timed_out = run_process(command, work, timeout_s)
     kill_orphans()
