@@ -79,11 +79,12 @@ def test_javascript_is_graded_test_by_test(node_modules: Path, tmp_path: Path) -
         "stub": ((exercise / "space-age.js").read_text(), 0.0, "3 of 3 tests failed"),
         "wrong": (example.replace("mercury: 0.2408467", "mercury: 1"), 0.0, "1 of 3 tests failed"),
         "plain exit": (example + "process.exit(0);\n", 0.0, "tamper_suspect: space-age.js: early exit"),
-        # past the scan: the Function constructor reached through an array, the names built at run time
+        # past the scan (the Function constructor reached through an array, the names built at run time);
+        # the grader's setup file has taken exit away from the spec file's process object
         "hidden exit": (
             example + "[].constructor.constructor('return pro' + 'cess')()['ex' + 'it'](0);\n",
             0.0,
-            "ended early",
+            "the code under test tried to end the test process",
         ),
         "spec rewritten": (example + REWRITE, 0.0, "tamper_suspect: the jest-json run: runner code replaced"),
         # past the scan (the hook's name is built at run time): every toEqual would pass, but expect()

@@ -16,8 +16,10 @@ summary, whose counts must match the lines. Its exit status (``success``, or any
 must match jest's (0 or 1), else ``judge`` calls it a forced exit.
 
 Weaker than the Python harnesses, like ``libtest.py``: jest runs a single spec file in its own process,
-so candidate code could write both the report file and matching lines; the early-exit scan
-(``process.exit``) and a check that the spec files are unchanged after the run stand in its way. An early ``process.exit(0)`` leaves no
+so candidate code could write both the report file and matching lines; the scan (``scan.py``), a check
+that the spec files are unchanged after the run, and a grader-owned setup file (``jest_guard.js``: no
+``exit``/``abort``/``kill`` on the spec file's process object, no value with a matcher hook handed to
+``expect()``) stand in its way. An early ``process.exit(0)`` leaves no
 report and no summary: the run ended early. Tested with jest 29 from the npm registry on benchmark-shaped
 fixtures and in the polyglot image (Node 20, jest 29.7) on benchmark exercises.
 """

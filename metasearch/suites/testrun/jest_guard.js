@@ -45,3 +45,20 @@ const guarded = new Proxy(real, {
   },
 });
 Object.defineProperty(globalThis, 'expect', { value: guarded, writable: false, configurable: false });
+
+// The spec file's process object (jest's own, one per test file) cannot end the run early: a hidden
+// process.exit(0) after forging the report would otherwise leave a complete-looking run.
+const EXIT = 'metasearch: the code under test tried to end the test process';
+for (const name of ['exit', 'reallyExit', 'abort', 'kill']) {
+  try {
+    Object.defineProperty(process, name, {
+      value: () => {
+        throw new Error(EXIT);
+      },
+      writable: false,
+      configurable: false,
+    });
+  } catch (error) {
+    // a property jest made unconfigurable stays as it is
+  }
+}
