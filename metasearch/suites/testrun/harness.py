@@ -16,10 +16,10 @@ Modes (the grader runs two different ones and compares them):
 
 Both modes snapshot the callables of the runner's modules (``builtins``, ``unittest``, ``pytest``,
 ``_pytest``, ``pluggy``, this harness) before candidate code is imported and compare them after every
-test and at the end; a replaced one is reported as ``tamper``, and so is a class that appeared since and
-whose own ``__eq__`` says an instance equals values made up on the spot (``__ne__``: differs from none),
-the cyclic collector being off so that a class made per call lives until it is checked. The session ends with an ``end`` record;
-a run without it ended early. Residual risk: the candidate shares this process, so code that finds the
+test and at the end; a replaced one is reported as ``tamper``, and so is a class that appeared since whose
+own ``__eq__``, defined in the code under test, says an instance equals values made up on the spot
+(``__ne__``: differs from none of them); the cyclic collector is off, so a class made per call lives until
+it is checked. The session ends with an ``end`` record; a run without it ended early. Residual risk: the candidate shares this process, so code that finds the
 channel's fd and nonce in memory, and forges the other harness the same way, can still lie; the static
 scan (``scan.py``) flags the routes to doing that.
 """
@@ -140,8 +140,8 @@ def _lies(cls: Any, method: object, lie: bool) -> bool:
             bound = method.__get__(instance, cls) if hasattr(method, "__get__") else method
             if bound(probe) is lie:  # type: ignore[operator]
                 return True
-        except BaseException:
-            return False
+        except BaseException:  # refusing one kind of value does not excuse accepting another
+            continue
     return False
 
 

@@ -7,11 +7,13 @@ transcripts into the verdict dict a grader prints. A test counts as passed only 
 report it passed. Failures, each with a reason naming it:
 
 - flag ``tamper_suspect`` (score 0): a channel line the harness did not write, a runner callable replaced
-  during the run, a process that outlived the run holding the channel, a test file changed, a process
-  exit status that differs from the one the session reported (a forced exit), or a static-scan finding;
+  during the run, a value that equals anything (a class of the code under test whose ``__eq__`` says so),
+  a process that outlived the run holding the channel, a test file changed, a process exit status that
+  differs from the one the session reported (a forced exit), or a static-scan finding;
 - flag ``inconsistent_results`` (score 0): the harnesses disagree on an expected test's outcome;
 - no flag, score 0: a run that timed out or ended early (no end-of-session record), a test id the grader
-  did not expect, or pytest's exit status saying failure while every test reported passed;
+  did not expect, or a run's exit status saying failure while every test reported passed (in every
+  language: lines forged after the real ones can rewrite a report, not the exit status);
 - otherwise the score is the passed fraction of the expected ids (``fractional``) or all-or-nothing.
 """
 
