@@ -390,6 +390,25 @@ def test_only_the_candidates_code_is_asked_whether_it_equals_anything(tmp_path: 
         run = channel.run_harness(mode, str(tmp_path), ["sol_test.py"], timeout_s=60)
         tampered = [r["what"] for r in run.records if r["t"] == "tamper"]
         assert tampered == [["always-equal class sol.Anything"]], run.records
+    # tests that do not use unittest.mock: its ANY, handed back by the code under test, is refused; so is a
+    # comparison attached to a class only at the second call, after the class was first asked
+    (tmp_path / "sol_test.py").write_text(
+        "import unittest\n\nfrom sol import f\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_one(self):\n        self.assertEqual(f(), [1, 2])\n\n"
+        "    def test_two(self):\n        self.assertEqual(f(), [1, 2])\n"
+    )
+    any_mock = "import unittest.mock\n\n\ndef f():\n    return [unittest.mock.ANY, 2]\n"
+    late = (
+        "class Out(list):\n    pass\n\n\nCALLS = [0]\n\n\ndef f():\n    CALLS[0] += 1\n"
+        "    if CALLS[0] == 2:\n        setattr(Out, '__e' + 'q__', lambda self, other: True)\n"
+        "    return Out([1, 2]) if CALLS[0] == 1 else Out()\n"
+    )
+    for source, name in ((any_mock, "unittest.mock._ANY"), (late, "sol.Out")):
+        (tmp_path / "sol.py").write_text(source)
+        for mode in ("pytest", "direct"):
+            run = channel.run_harness(mode, str(tmp_path), ["sol_test.py"], timeout_s=60)
+            tampered = [r["what"] for r in run.records if r["t"] == "tamper"]
+            assert tampered == [[f"always-equal class {name}"]], (mode, run.records)
 
 
 def test_the_harness_needs_its_channel_and_names_it_nowhere(tmp_path: Path) -> None:

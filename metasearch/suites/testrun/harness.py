@@ -117,7 +117,14 @@ def _always_equal_classes() -> list[Any]:
         with contextlib.suppress(Exception):
             todo += type.__subclasses__(cls)
         own = cls.__dict__
-        if any(_lies(cls, own.get(name), lie) for name, lie in (("__eq__", True), ("__ne__", False))):
+        # asked once per class and comparison (classes live on: the collector is off); a comparison
+        # attached later is asked anew
+        key = (id(cls), id(own.get("__eq__")), id(own.get("__ne__")))
+        if key not in _PROBED:
+            _PROBED[key] = any(
+                _lies(cls, own.get(name), lie) for name, lie in (("__eq__", True), ("__ne__", False))
+            )
+        if _PROBED[key]:
             found.append(cls)
     return found
 
@@ -125,8 +132,9 @@ def _always_equal_classes() -> list[Any]:
 def _lies(cls: Any, method: object, lie: bool) -> bool:
     if method is None or isinstance(method, (types.WrapperDescriptorType, types.MethodDescriptorType)):
         return False  # absent, or a built-in type's own comparison
-    if _trusted(_defined_in(method)):
-        return False  # the tests' own helpers, the standard library's (unittest.mock.ANY), installed packages
+    where = _defined_in(method)
+    if _in_tests(where) or (_outside_root(where) and _named_by_tests(cls)):
+        return False  # the tests' own helpers, and a library's (unittest.mock.ANY) that the tests name
     try:
         instance = cls.__new__(cls)
     except BaseException:
@@ -147,6 +155,8 @@ def _lies(cls: Any, method: object, lie: bool) -> bool:
 
 _ROOT = [""]  # the folder under test: code defined in a file there (not a test file) is the candidate's
 _TESTS: set[str] = set()
+_TEST_TEXT: list[str] = []
+_PROBED: dict[tuple[int, int, int], bool] = {}  # (class, its __eq__, its __ne__) -> equals anything
 
 
 def _defined_in(method: object) -> str:
@@ -165,13 +175,20 @@ def _defined_in(method: object) -> str:
     return str(getattr(module, "__file__", "") or "")
 
 
-def _trusted(filename: str) -> bool:
-    """Whether code from ``filename`` is not the candidate's: an absolute path outside the folder under test,
-    or one of the test files (code compiled from a string has no such path)."""
-    if not os.path.isabs(filename):
-        return False
-    path = os.path.realpath(filename)
-    return path in _TESTS or not path.startswith(_ROOT[0] + os.sep)
+def _named_by_tests(cls: Any) -> bool:
+    """Whether the test files name the module that defines ``cls`` (``mock`` for ``unittest.mock``): a
+    library's always-equal helper is the tests' only when they use that library."""
+    name = str(getattr(cls, "__module__", "") or "").rsplit(".", 1)[-1]
+    return bool(name) and any(name in text for text in _TEST_TEXT)
+
+
+def _in_tests(filename: str) -> bool:
+    return os.path.isabs(filename) and os.path.realpath(filename) in _TESTS
+
+
+def _outside_root(filename: str) -> bool:
+    """An absolute path outside the folder under test (code compiled from a string has no such path)."""
+    return os.path.isabs(filename) and not os.path.realpath(filename).startswith(_ROOT[0] + os.sep)
 
 
 class Reporter:
@@ -320,6 +337,9 @@ def main(argv: list[str]) -> int:
     os.chdir(root)
     _ROOT[0] = os.path.realpath(root)
     _TESTS.update(os.path.realpath(os.path.join(root, rel)) for rel in files)
+    for path in _TESTS:
+        with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as f:
+            _TEST_TEXT.append(f.read())
     if mode == "direct":
         return run_direct(channel, root, files)
     return run_pytest(channel, root, files, collect_only=mode == "collect")
