@@ -28,8 +28,7 @@ from typing import Any
 from metasearch.errors import MetasearchError
 from metasearch.sandboxes.docker import DockerSandbox
 from metasearch.sim.bench import print_table
-from metasearch.suites.polyglot import LANGUAGES, Exercise, PolyglotSuite
-from metasearch.suites.testrun import scan
+from metasearch.suites.polyglot import LANGUAGES, Exercise, PolyglotSuite, example_findings
 
 # Independent of polyglot.TEST_PATHS on purpose: any path part that names a test, a spec or test data.
 LEAK = re.compile(r"(^|[_\-./])(tests?|spec|cases)([_\-./]|$)|Test\.java$|^data$", re.IGNORECASE)
@@ -104,22 +103,15 @@ def scan_examples(root: Path, languages: list[str]) -> int:
     """The tamper scan over every example solution, as if each were a candidate's; 1 if any is flagged."""
     table, flagged = [], []
     for language in languages:
-        start, total, hits = time.perf_counter(), 0, 0
-        for config in sorted((root / language / "exercises" / "practice").glob("*/.meta/config.json")):
-            exercise = config.parent.parent
-            files = json.loads(config.read_text())["files"]
-            found = []
-            for solution, example in zip(files.get("solution", []), files.get("example", []), strict=False):
-                kind = scan.language_of(solution)
-                if kind and (exercise / example).is_file():
-                    stub = exercise / solution
-                    before = stub.read_text() if stub.is_file() else None
-                    found += scan.new_findings(before, (exercise / example).read_text(), kind)
-            total += 1
-            if found:
+        start = time.perf_counter()
+        config = PolyglotSuite.Config(path=str(root), languages=[language], include_offline_gaps=True)
+        exercises = PolyglotSuite(config).exercises.values()
+        hits = 0
+        for exercise in exercises:
+            if found := example_findings(exercise):
                 hits += 1
                 flagged.append(f"{language}/{exercise.name}: {'; '.join(found[:3])}")
-        table.append({"language": language, "exercises": total, "examples_flagged": hits,
+        table.append({"language": language, "exercises": len(exercises), "examples_flagged": hits,
                       "time_s": round(time.perf_counter() - start, 2)})  # fmt: skip
     print_table(table, ["language", "exercises", "examples_flagged", "time_s"])
     for line in flagged:

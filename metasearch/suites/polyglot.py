@@ -55,6 +55,8 @@ from metasearch.suites.grading import (
 )
 from metasearch.suites.kernelbench import hash_files
 from metasearch.suites.protocol import Task, TaskResult
+from metasearch.suites.testrun import scan
+from metasearch.suites.testrun.exercise_grade import example_targets
 
 log = logging.getLogger(__name__)
 LANGUAGES = ("cpp", "go", "java", "javascript", "python", "rust")
@@ -376,6 +378,20 @@ def _root(path: str | None) -> Path:
     if not root.is_dir():
         raise ConfigError(f"suite.path: {root} does not exist or is not a directory")
     return root
+
+
+def example_findings(ex: Exercise) -> list[str]:
+    """What the tamper scan finds in the exercise's example solution handed in as a candidate's: each example
+    file against the stub it replaces, paired as grading pairs them. An honest solution has none."""
+    found = []
+    for example, target in example_targets(list(ex.examples), list(ex.solution)):
+        language = scan.language_of(target)
+        if language and (ex.path / example).is_file():
+            stub = ex.path / target
+            before = stub.read_text() if stub.is_file() else None
+            after = (ex.path / example).read_text()
+            found += [f"{target}: {f}" for f in scan.new_findings(before, after, language)]
+    return found
 
 
 def _load(root: Path, languages: list[str], names: list[str] | None, subset: str) -> dict[str, Exercise]:
