@@ -1,9 +1,9 @@
 """A real multi-node Ray cluster on one machine, for tests: a head and worker nodes as separate raylets.
 
-Every node is its own ``ray start --block`` process in its own process group, with its own ports (asked
-of the OS) and the head's temp dir under /tmp; ``kill_node`` kills one node's whole process group (its raylet
-and the workers running its jobs, as a machine dying would) and ``stop`` kills exactly the process groups it
-started, never ``ray stop``, which would stop every Ray on the machine.
+Every node is its own ``ray start --block`` process in its own session, with its own ports (asked of the OS)
+and the head's temp dir under /tmp; ``kill_node`` kills one node's whole session (its raylet and the workers
+running its jobs, as a machine dying would) and ``stop`` kills exactly the sessions it started, never
+``ray stop``, which would stop every Ray on the machine.
 """
 
 from __future__ import annotations
@@ -83,8 +83,7 @@ class Cluster:
                     break
                 except RuntimeError:  # a loaded machine: the raylet missed its start deadline
                     failed = self.nodes.pop()
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(failed.proc.pid, signal.SIGKILL)
+                    kill_session(failed.proc.pid)
                     failed.proc.wait(timeout=30)
                     if attempt == 2:
                         raise
@@ -124,16 +123,35 @@ class Cluster:
         raise RuntimeError(f"the Ray cluster did not reach {count} nodes\n{logs}")
 
     def kill_node(self, name: str) -> None:
-        """The whole node dies at once: its raylet and every process of its group (the workers running
-        jobs included), by SIGKILL."""
-        node = next(n for n in self.nodes if n.name == name)
-        os.killpg(node.proc.pid, signal.SIGKILL)
+        """The whole node dies at once, as a machine would: every process of its session by SIGKILL. Its
+        raylet shares the ``ray start`` process group, but each Ray worker leads a process group of its own
+        (in the same session), so killing the group alone leaves the workers running jobs alive: they finish
+        and hand their results straight to the driver, and no job is lost."""
+        kill_session(next(n for n in self.nodes if n.name == name).proc.pid)
 
     def stop(self) -> None:
-        for node in reversed(self.nodes):  # only the groups started here
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(node.proc.pid, signal.SIGKILL)
+        for node in reversed(self.nodes):  # only the sessions started here
+            kill_session(node.proc.pid)
             node.proc.wait(timeout=30)
+
+
+def session_members(sid: int) -> list[int]:
+    """The pids of every live process in session ``sid`` (read from /proc: field 6 of ``stat``)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it exited while we looked
+            continue
+        if int(fields[3]) == sid:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def kill_session(sid: int) -> None:
+    for pid in session_members(sid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def make_root() -> Path:
