@@ -20,6 +20,7 @@ task folder made of the problem file and this suite's tolerances.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import logging
 import re
@@ -243,6 +244,8 @@ class KernelBenchSuite:
                 warmup=2,
                 timeout_s=cfg.grade_timeout_s,
                 memory_mb=memory_mb,
+                max_memory_mb=self.memory_limit_mb(),
+                resized=functools.partial(self.grading_mb().__setitem__, task_id),  # later grades start there
             )
 
     def reference(self, task_id: str) -> bytes:

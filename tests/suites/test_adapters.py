@@ -664,3 +664,72 @@ def test_kernelbench_leaves_out_problems_the_scale_breaks(tmp_path: Path) -> Non
     )
     with pytest.raises(ConfigError, match="use a larger scale"):
         small.grade(conv, tmp_path / "out", LocalSandbox())
+
+
+# A level-2 style problem whose forward holds a temporary 64 times its input (2.7 GB): the estimate on the
+# meta device sees inputs, parameters and output only (as it misses a convolution's unfolded input), so the
+# run it sizes (the 4096 MB floor) leaves the candidate's worker less room than the reference's needs.
+KB_WIDE = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """
+    Scales the input by each of 64 factors and sums the results.
+    """
+    def __init__(self, factors: int):
+        super(Model, self).__init__()
+        self.scale = nn.Parameter(torch.linspace(0.5, 1.5, factors))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.unsqueeze(0) * self.scale.view(-1, 1, 1)).sum(0)
+
+batch_size = 160
+dim = 65536
+factors = 64
+
+def get_inputs():
+    x = torch.rand(batch_size, dim)
+    return [x]
+
+def get_init_inputs():
+    return [factors]
+'''
+KB_WIDE_ID = "kernelbench/L2/7_Scale_Sum"
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(1200)
+def test_kernelbench_grading_room_follows_what_the_reference_needs(
+    docker_sandbox_factory, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Too little memory for the problem is the grader's fault: the judge measures the reference's worker
+    and asks for more before the candidate runs, and the suite grades again with it. A candidate that blows
+    its memory with that room is the candidate's failure, never an infrastructure error."""
+    root = _kernelbench(tmp_path / "kb")
+    (root / "KernelBench" / "level2" / "7_Scale_Sum.py").write_text(KB_WIDE)
+    suite = _kb(root, levels=[2], ids=["L2/7"], device="cpu", reps=3)
+    assert suite.grading_mb()[KB_WIDE_ID] == 4096  # the estimate: the floor
+    sandbox = docker_sandbox_factory()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "solution.py").write_text(KB_WIDE.replace("Model", "ModelNew"))
+    good = suite.grade(KB_WIDE_ID, out, sandbox)
+    assert good.error is None and good.metrics["correct"] == 1.0, good
+    grown = suite.grading_mb()[KB_WIDE_ID]
+    assert 4096 < grown <= suite.memory_limit_mb()  # later grades start with the room the judge asked for
+
+    (out / "solution.py").write_text(
+        KB_WIDE.replace("Model", "ModelNew").replace(
+            "        return (x",
+            f"        torch.ones({grown} << 18).sum()  # all of the run's memory, and more\n        return (x",
+        )
+    )
+    greedy = suite.grade(KB_WIDE_ID, out, sandbox)
+    assert greedy.score == 0.0 and "candidate crashed" in (greedy.error or ""), greedy
+
+    capped = _kb(root, levels=[2], ids=["L2/7"], device="cpu", reps=3, memory_limit_mb=4096)
+    (out / "solution.py").write_text(KB_WIDE.replace("Model", "ModelNew"))
+    with pytest.raises(
+        InfrastructureError, match="less than the reference's worker needs.*over the cap of 4096 MB"
+    ):
+        capped.grade(KB_WIDE_ID, out, sandbox)

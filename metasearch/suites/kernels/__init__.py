@@ -19,11 +19,13 @@ of the correct, unflagged ones.
 from __future__ import annotations
 
 import functools
+import json
+import logging
 import math
 import subprocess
 import sys
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,9 +34,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.sandboxes.protocol import Mount, Sandbox
 from metasearch.suites.grading import parse_grader_output, run_grader
+from metasearch.suites.kernels.footprint import machine_mb
 from metasearch.suites.protocol import Task, TaskResult
 
 HERE = Path(__file__).resolve().parent
+log = logging.getLogger(__name__)
 TASKS_DIR = HERE / "tasks"
 GRADER_FAULT = 3  # score.py's exit status when the grader itself failed
 DESCRIPTION = (
@@ -156,9 +160,16 @@ def grade_kernel(
     warmup: int,
     timeout_s: float,
     memory_mb: int = 4096,
+    max_memory_mb: int | None = None,
+    resized: Callable[[int], None] | None = None,
 ) -> TaskResult:
     """Grade ``artifact_dir/solution.py`` against the problem folder (``reference.py`` and ``task.toml``)
-    with the scorer in ``grader/``, in a fresh sandbox run: the one way every kernels-format suite grades."""
+    with the scorer in ``grader/``, in a fresh sandbox run: the one way every kernels-format suite grades.
+
+    A run whose memory leaves the candidate less room than the reference needs (the judge measures it; see
+    ``grader/room.py``) is run again, once, with what the judge asked for, up to ``max_memory_mb`` (default
+    90% of this machine), and ``resized`` is told the new size. Raises InfrastructureError when the grader
+    itself failed or cannot fit."""
     # Docker runs the grading alone in its container, whose CPU counter then covers every process the
     # candidate starts; elsewhere the judge follows the candidate's process tree.
     accounting = "container" if sandbox.name == "docker" else "process"
@@ -172,11 +183,28 @@ def grade_kernel(
         Mount(problem_dir, "/problem"),
         Mount(artifact_dir, "/artifact"),
     ]
-    result = run_grader(sandbox, command, mounts, timeout_s=timeout_s + 60, memory_mb=memory_mb)
-    if result.exit_code == GRADER_FAULT and '"grader_error"' in result.stdout:
+    cap = max_memory_mb or int(0.9 * machine_mb())
+    for attempt in range(2):
+        result = run_grader(sandbox, command, mounts, timeout_s=timeout_s + 60, memory_mb=memory_mb)
+        fault = _grader_fault(result.stdout) if result.exit_code == GRADER_FAULT else None
+        need = int(fault.get("need_mb", 0)) if fault else 0
+        if not need:
+            break
+        if attempt or need > cap:
+            raise InfrastructureError(
+                f"kernels grader on {problem_dir.name}: {fault['grader_error']}"  # type: ignore[index]
+                + (f"; over the cap of {cap} MB (suite.memory_limit_mb)" if need > cap else ""),
+                retryable=False,
+            )
+        log.info("kernels: %s needs more memory to grade: %d MB, not %d", problem_dir.name, need, memory_mb)
+        memory_mb = need
+        if resized is not None:
+            resized(need)
+    if fault:
         # the reference or the judge failed: a task or machine fault, never the candidate's failure
-        reason = result.stdout.strip().splitlines()[-1]
-        raise InfrastructureError(f"kernels grader failed on {problem_dir.name}: {reason}", retryable=False)
+        raise InfrastructureError(
+            f"kernels grader failed on {problem_dir.name}: {json.dumps(fault)}", retryable=False
+        )
     if result.oom_killed and not _has_verdict(result.stdout):
         # the candidate's worker is the kernel's first pick when memory runs out (the judge checks that it
         # stays so): the judge itself was ended, so the limit was too small for the problem
@@ -184,6 +212,16 @@ def grade_kernel(
             f"kernels grader ran out of memory on {problem_dir.name} (limit {memory_mb} MB)", retryable=False
         )
     return parse_grader_output(result)
+
+
+def _grader_fault(stdout: str) -> dict[str, Any] | None:
+    """score.py's last line when the grader itself failed: ``{"grader_error": ..., "need_mb"?: ...}``."""
+    lines = stdout.strip().splitlines()
+    try:
+        fault = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        return None
+    return fault if isinstance(fault, dict) and "grader_error" in fault else None
 
 
 def _has_verdict(stdout: str) -> bool:

@@ -49,7 +49,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import room
 import shared
+from room import OOM_FIRST, OOM_SETTABLE, oom_priority
 from workers import Accounting, Worker, WorkerFailed, process_cpu, stopped, worker_command, worker_env
 
 FULL_CREDIT_SPEEDUP = 10.0
@@ -76,7 +78,6 @@ DISQUALIFYING = (
     "stale_output", "work_outside_timing", "reference_disturbed",
 )  # fmt: skip
 COMPARE_CHUNK = 1 << 22  # elements compared at a time
-OOM_FIRST = 1000  # the candidate's worker sets this on itself before it loads the candidate
 TIMERS = ("time.", "torch.cuda.synchronize", "torch.cuda.Event")
 
 
@@ -176,6 +177,8 @@ class Session:
         got: list[Any] = []
         for worker in self.workers:  # the reference's worker too: both processes live the same history
             got.clear()  # what the reference's worker sent is not needed: free it before the next
+            if worker is self.cand:  # the room an honest candidate needs, known before it runs
+                room.check(self.ref.proc.pid, f"on shape set {shape or 'default'}")
             self._ask(worker, "model", seed=model_seed, shape=shape)
             self._ask(worker, "inputs", slots=spec, payload=data)
             self._ask(worker, "run")
@@ -318,6 +321,8 @@ class Session:
                 raise CandidateFailed(
                     f"grading timed out after {self.args.timeout:g} s (candidate too slow or hung)"
                 ) from None
+            if killed:  # by the kernel when memory ran out, maybe: was that the run's size or the candidate?
+                room.check(self.ref.proc.pid, "when its worker was killed")
             raise CandidateFailed(f"candidate crashed: {exc}") from None
 
     def _answer(self, worker: Worker, answer: dict[str, Any]) -> dict[str, Any]:
@@ -446,26 +451,6 @@ def _same_bytes(array: Any, data: bytearray, offset: int, size: int) -> bool:
     sent = np.frombuffer(data, dtype=np.uint8, count=size, offset=offset) if size else got
     step = COMPARE_CHUNK * 8
     return all(np.array_equal(got[i : i + step], sent[i : i + step]) for i in range(0, size, step))
-
-
-def _oom_settable() -> bool:
-    """Whether a process here may raise its own ``oom_score_adj`` (the file opens for writing)."""
-    try:
-        with open("/proc/self/oom_score_adj", "w"):
-            return True
-    except OSError:
-        return False
-
-
-OOM_SETTABLE = _oom_settable()
-
-
-def oom_priority(pid: int) -> int | None:
-    """A process's ``oom_score_adj`` (None where the kernel does not say)."""
-    try:
-        return int(Path(f"/proc/{pid}/oom_score_adj").read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _seed() -> int:

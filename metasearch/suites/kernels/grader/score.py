@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from judge import GraderFailed, failed, judge
+from room import OutOfRoom
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -39,6 +40,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     try:
         result = judge(args)
+    except OutOfRoom as exc:  # the run was too small for the problem: not the candidate's doing either
+        print(json.dumps({"grader_error": str(exc), "need_mb": exc.need_mb}), flush=True)
+        sys.exit(3)
     except GraderFailed as exc:  # the reference or the judge failed here: not the candidate's doing
         print(json.dumps({"grader_error": str(exc)}), flush=True)
         sys.exit(3)
