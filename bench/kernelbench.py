@@ -122,12 +122,13 @@ def run(argv: list[str] | None = None) -> int:
                 wrong = _grade(suite, task, candidate(reference, True), sandbox)
                 row.update(wrong=wrong["verdict"], wrong_s=wrong["s"])
                 row["wrong_ok"] = "wrong output" in wrong["verdict"] or "incorrect" in wrong["verdict"]
+            row["graded_mb"] = sizes[task]  # more than estimated when the judge asked for more room
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
         if args.jsonl:
             with args.jsonl.open("a") as f:
                 f.write(json.dumps(row) + "\n")
-    columns = ["problem", "memory_mb", "right", "speedup", "right_s"] + (
+    columns = ["problem", "memory_mb", "graded_mb", "right", "speedup", "right_s"] + (
         ["wrong", "wrong_s"] if args.wrong else []
     )
     print_table(rows, columns)
