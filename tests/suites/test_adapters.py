@@ -730,6 +730,6 @@ def test_kernelbench_grading_room_follows_what_the_reference_needs(
     capped = _kb(root, levels=[2], ids=["L2/7"], device="cpu", reps=3, memory_limit_mb=4096)
     (out / "solution.py").write_text(KB_WIDE.replace("Model", "ModelNew"))
     with pytest.raises(
-        InfrastructureError, match="less than the reference's worker needs.*over the cap of 4096 MB"
+        InfrastructureError, match=r"less than the reference's worker needs.*over the cap of 4096 MB"
     ):
         capped.grade(KB_WIDE_ID, out, sandbox)

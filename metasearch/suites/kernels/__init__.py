@@ -41,6 +41,7 @@ HERE = Path(__file__).resolve().parent
 log = logging.getLogger(__name__)
 TASKS_DIR = HERE / "tasks"
 GRADER_FAULT = 3  # score.py's exit status when the grader itself failed
+ROOM_ATTEMPTS = 3  # grading runs of one artifact, each given the room the judge asked for in the last
 DESCRIPTION = (
     "GPU/CPU kernel optimisation in KernelBench's format. Each task directory holds reference.py: a PyTorch "
     "`class Model(nn.Module)` with `get_inputs()` and `get_init_inputs()`. Write output/solution.py with "
@@ -167,7 +168,7 @@ def grade_kernel(
     with the scorer in ``grader/``, in a fresh sandbox run: the one way every kernels-format suite grades.
 
     A run whose memory leaves the candidate less room than the reference needs (the judge measures it; see
-    ``grader/room.py``) is run again, once, with what the judge asked for, up to ``max_memory_mb`` (default
+    ``grader/room.py``) is run again with what the judge asked for (at most twice), up to ``max_memory_mb`` (default
     90% of this machine), and ``resized`` is told the new size. Raises InfrastructureError when the grader
     itself failed or cannot fit."""
     # Docker runs the grading alone in its container, whose CPU counter then covers every process the
@@ -184,13 +185,13 @@ def grade_kernel(
         Mount(artifact_dir, "/artifact"),
     ]
     cap = max_memory_mb or int(0.9 * machine_mb())
-    for attempt in range(2):
+    for attempt in range(ROOM_ATTEMPTS):
         result = run_grader(sandbox, command, mounts, timeout_s=timeout_s + 60, memory_mb=memory_mb)
         fault = _grader_fault(result.stdout) if result.exit_code == GRADER_FAULT else None
         need = int(fault.get("need_mb", 0)) if fault else 0
         if not need:
             break
-        if attempt or need > cap:
+        if attempt == ROOM_ATTEMPTS - 1 or need > cap or need <= memory_mb:
             raise InfrastructureError(
                 f"kernels grader on {problem_dir.name}: {fault['grader_error']}"  # type: ignore[index]
                 + (f"; over the cap of {cap} MB (suite.memory_limit_mb)" if need > cap else ""),
