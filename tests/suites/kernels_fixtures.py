@@ -356,6 +356,30 @@ DOCKER_EXPLOITS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         ),
         ("grader failed",),
     ),
+    # pins memory that killing its processes does not give back (files in the in-memory /tmp and /dev/shm),
+    # then takes all the rest until the kernel kills it: the judge must not be the one that runs out (its
+    # death would be the grader's fault and stop the study), and the candidate is not owed more room
+    "pinned_memory": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            _SOFTMAX,
+            prelude=(
+                "import os\n"
+                "for _d in ('/tmp', '/dev/shm'):\n"
+                "    try:\n"
+                "        for _i in range(1 << 10):\n"
+                "            with open(f'{_d}/.pin{_i}', 'wb') as _f:\n"
+                "                _f.write(b'\\1' * (16 << 20))\n"
+                "    except OSError:\n"
+                "        pass\n"
+                "_hog = []\n"
+                "while True:\n"
+                "    _hog.append(b'\\1' * (64 << 20))\n"
+            ),
+        ),
+        ("candidate crashed",),
+    ),
     # a detached process that works (here: spins) while the judge times the reference
     "detached_helper": (
         "row_softmax",
