@@ -297,10 +297,16 @@ class PolyglotSuite:
     def _run(
         self, ex: Exercise, mode: str, spec: dict[str, object], artifact: Path, sandbox: Sandbox
     ) -> ExecResult:
+        """One grader run. A ``grade`` run, which runs candidate code, sees the exercise without its
+        reference material (``grading_view``); the trusted ``expect`` run sees all of it."""
         command = ["python3", GRADE_SCRIPT, mode, "/exercise", "/artifact", json.dumps(spec)]
-        mounts = [Mount(ex.path, "/exercise"), testrun_mount(), Mount(artifact, "/artifact")]
         timeout = self.config.grade_timeout_s
-        return run_grader(sandbox, command, mounts, timeout_s=timeout, memory_mb=4096, workdir="/exercise")
+        with tempfile.TemporaryDirectory(prefix="ms-polyglot-view-") as tmp:
+            source = ex.path if mode == "expect" else grading_view(ex, Path(tmp))
+            mounts = [Mount(source, "/exercise"), testrun_mount(), Mount(artifact, "/artifact")]
+            return run_grader(
+                sandbox, command, mounts, timeout_s=timeout, memory_mb=4096, workdir="/exercise"
+            )
 
     def _expected(self, ex: Exercise, sandbox: Sandbox) -> list[str]:
         """The test ids of ``ex``, from a trusted run of its example solution; cached by content hash."""
@@ -356,6 +362,31 @@ def hidden(ex: Exercise, rel: str) -> bool:
     if parts[0].startswith(".") and parts[0] != ".docs" and folder:
         return True
     return rel in ex.tests or rel in ex.examples or TEST_PATHS[ex.language](parts)
+
+
+def reference_material(ex: Exercise, rel: str) -> bool:
+    """Whether ``rel`` shows how to solve ``ex``: the example solutions and the Exercism folders beside
+    ``.docs`` (``.meta`` holds the examples, ``.approaches`` and ``.articles`` solutions with prose)."""
+    parts = PurePosixPath(rel).parts
+    return (parts[0].startswith(".") and parts[0] != ".docs" and (ex.path / parts[0]).is_dir()) or (
+        rel in ex.examples
+    )
+
+
+def grading_view(ex: Exercise, tmp: Path) -> Path:
+    """A copy of ``ex`` under ``tmp`` without its reference material, readable by the sandbox user: what a
+    grading run that executes candidate code may see (it needs the stubs, tests and build files only)."""
+    dest = tmp / ex.name
+
+    def skip(folder: str, names: list[str]) -> list[str]:
+        rel = Path(folder).relative_to(ex.path)
+        return [n for n in names if reference_material(ex, (rel / n).as_posix())]
+
+    shutil.copytree(ex.path, dest, symlinks=True, ignore=skip)
+    for path in [tmp, *dest.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() or path.stat().st_mode & 0o100 else 0o644)
+    return dest
 
 
 def _raise_infrastructure(ex: Exercise, done: ExecResult) -> None:

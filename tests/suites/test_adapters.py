@@ -331,6 +331,31 @@ def test_polyglot_prepare_hides_tests_and_examples(tmp_path: Path) -> None:
     assert visible == [".docs/instructions.md", "Cargo.toml", "src/lib.rs"]
 
 
+def test_a_grading_run_sees_no_reference_material(tmp_path: Path) -> None:
+    """The run that executes candidate code gets the stubs, tests and build files, never the example
+    solutions or the Exercism folders that hold solutions (``.approaches``, ``.articles``)."""
+    root = _polyglot(tmp_path / "pg")
+    leap = root / "python" / "exercises" / "practice" / "leap"
+    (leap / ".approaches" / "modulo").mkdir(parents=True)
+    (leap / ".approaches" / "modulo" / "snippet.txt").write_text("return year % 4 == 0 and ...\n")
+    (leap / ".articles").mkdir()
+    (leap / ".articles" / "config.json").write_text("{}\n")
+    (leap / ".meta" / "example.py").chmod(0o600)
+    exercise = _pg(root).exercises["polyglot/python/leap"]
+    view = polyglot.grading_view(exercise, tmp_path / "view")
+    seen = sorted(str(p.relative_to(view)) for p in view.rglob("*"))
+    assert seen == [
+        ".docs",
+        ".docs/instructions.append.md",
+        ".docs/instructions.md",
+        "leap.py",
+        "leap_test.py",
+    ]
+    assert all(p.stat().st_mode & 0o005 == 0o005 for p in [view, *view.rglob("*")] if p.is_dir())
+    assert all(p.stat().st_mode & 0o004 for p in view.rglob("*"))  # the sandbox's user reads them
+    assert (leap / ".meta" / "example.py").is_file()  # the checkout is untouched
+
+
 def test_polyglot_content_hash_and_errors(tmp_path: Path) -> None:
     root = _polyglot(tmp_path / "pg")
     first = _pg(root).content_hash

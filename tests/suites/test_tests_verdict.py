@@ -176,6 +176,22 @@ HIDDEN = [
         "a value that equals anything appeared during the run",
     ),
     Attack(
+        "loads the example solution from the grading run's copy of the exercise",
+        HIDE + "_dirs = ['/exer' + 'cise']\n_pid = getattr(_os, 'getp' 'pid')()\n"
+        "for _ in range(6):  # and wherever its ancestors' arguments point (the local sandbox's paths)\n"
+        "    try:\n        with open('/pr' + 'oc/%d/cmdline' % _pid, 'rb') as _f:\n"
+        "            _dirs += [a.decode() for a in _f.read().split(bytes(1)) if a]\n"
+        "        with open('/pr' + 'oc/%d/stat' % _pid) as _f:\n"
+        "            _pid = int(_f.read().rsplit(')', 1)[1].split()[1])\n"
+        "    except (OSError, ValueError):\n        break\n"
+        "for _d in _dirs:\n    _p = _os.path.join(_d, '.me' + 'ta', 'example.py')\n"
+        "    if _os.path.isfile(_p):\n        with open(_p) as _f:\n            _src = _f.read()\n"
+        "        with open('_ref_sol.py', 'w') as _f:\n            _f.write(_src)\n"
+        "        from _ref_sol import *  # noqa: F403\n        break\n",
+        (),
+        "",
+    ),
+    Attack(
         "reads argv for the report path",
         HIDE + "_args = getattr(_sys, 'ar' 'gv')\n_hits = [a for a in _args if 'xml' in a]\n",
         (),
@@ -759,6 +775,7 @@ DOCKER_CASES = [
     HIDDEN[6],
     HIDDEN[7],
     HIDDEN[8],
+    HIDDEN[9],
 ]
 
 

@@ -18,6 +18,7 @@ mode, the ``expected`` test ids. Modes:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -58,7 +59,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     if problem := missing_toolchain(spec["language"], exercise):
         return {"infrastructure": problem}
     work = os.path.join(tempfile.mkdtemp(prefix="polyglot-"), spec.get("name") or "exercise")
-    shutil.copytree(exercise, work, ignore=shutil.ignore_patterns(".meta", "node_modules"))
+    shutil.copytree(exercise, work, ignore=functools.partial(_not_copied, exercise))
     modules = os.path.join(os.path.abspath(exercise), "node_modules")
     if spec["language"] == "javascript":  # an installed jest: linked, never copied
         os.symlink(modules if os.path.isdir(modules) else NODE_MODULES, os.path.join(work, "node_modules"))
@@ -170,6 +171,18 @@ def run_command(work: str, command: str, timeout: float, metrics: dict[str, floa
         code, out = None, f"tests timed out after {timeout}s"
     error = None if code == 0 else f"tests failed (exit {code}): {out}"
     return {"score": float(code == 0), "metrics": {**metrics, "passed": float(code == 0)}, "error": error}
+
+
+def _not_copied(exercise: str, folder: str, names: list[str]) -> list[str]:
+    """Left out of the work tree: installed packages (linked instead), and the Exercism folders beside
+    ``.docs`` (``.meta``, ``.approaches``, ``.articles``: reference material, which the mount of a run that
+    grades candidate code does not even hold)."""
+    if folder != exercise:
+        return [n for n in names if n in ("node_modules", ".meta")]
+    hidden = [
+        n for n in names if n.startswith(".") and n != ".docs" and os.path.isdir(os.path.join(folder, n))
+    ]
+    return ["node_modules", *hidden]
 
 
 def _read(path: str) -> bytes:
