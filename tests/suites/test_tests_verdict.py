@@ -37,6 +37,16 @@ REAL = FIXTURES / "polyglot_real"
 TAMPER = "tamper_suspect"
 # Reaches os and sys without naming them where the scan looks: shutil imports both.
 HIDE = "import shutil\n_os = getattr(shutil, 'o' 's')\n_sys = getattr(shutil, 's' 'ys')\n"
+# Adds to ``_dirs`` every argument of the process's ancestors (the grader's paths, wherever the sandbox put them).
+_ANCESTOR_ARGS = (
+    "_pid = getattr(_os, 'getp' 'pid')()\n"
+    "for _ in range(6):\n"
+    "    try:\n        with open('/pr' + 'oc/%d/cmdline' % _pid, 'rb') as _f:\n"
+    "            _dirs += [a.decode() for a in _f.read().split(bytes(1)) if a]\n"
+    "        with open('/pr' + 'oc/%d/stat' % _pid) as _f:\n"
+    "            _pid = int(_f.read().rsplit(')', 1)[1].split()[1])\n"
+    "    except (OSError, ValueError):\n        break\n"
+)
 _MODULES = "_mods = getattr(_sys, 'modu' 'les')\n"
 
 
@@ -177,14 +187,8 @@ HIDDEN = [
     ),
     Attack(
         "loads the example solution from the grading run's copy of the exercise",
-        HIDE + "_dirs = ['/exer' + 'cise']\n_pid = getattr(_os, 'getp' 'pid')()\n"
-        "for _ in range(6):  # and wherever its ancestors' arguments point (the local sandbox's paths)\n"
-        "    try:\n        with open('/pr' + 'oc/%d/cmdline' % _pid, 'rb') as _f:\n"
-        "            _dirs += [a.decode() for a in _f.read().split(bytes(1)) if a]\n"
-        "        with open('/pr' + 'oc/%d/stat' % _pid) as _f:\n"
-        "            _pid = int(_f.read().rsplit(')', 1)[1].split()[1])\n"
-        "    except (OSError, ValueError):\n        break\n"
-        "for _d in _dirs:\n    _p = _os.path.join(_d, '.me' + 'ta', 'example.py')\n"
+        HIDE + "_dirs = ['/exer' + 'cise']\n" + _ANCESTOR_ARGS + "for _d in _dirs:\n"
+        "    _p = _os.path.join(_d, '.me' + 'ta', 'example.py')\n"
         "    if _os.path.isfile(_p):\n        with open(_p) as _f:\n            _src = _f.read()\n"
         "        with open('_ref_sol.py', 'w') as _f:\n            _f.write(_src)\n"
         "        from _ref_sol import *  # noqa: F403\n        break\n",
@@ -288,6 +292,27 @@ def test_polyglot_attacks_gain_nothing(
         "outcome", f"score {result.score:.2f} flags {','.join(result.flags) or '-'}: {result.error}"
     )
     _check(result, attack, polyglot_baseline)
+
+
+# Raises (so the grading output names it) when another code-edit task's hidden tests are in reach.
+OTHER_TASKS = (
+    HIDE + "_dirs = ['/gra' + 'der']\n" + _ANCESTOR_ARGS + "for _d in _dirs:\n"
+    "    for _up in (_d, _os.path.dirname(_d), _os.path.dirname(_os.path.dirname(_d))):\n"
+    "        for _n in ('pagination', 'textstats', 'shop'):\n"
+    "            if _os.path.isdir(_os.path.join(_up, 'repos', _n)) or _os.path.isdir(_os.path.join(_up, _n)):\n"
+    "                raise RuntimeError('ANOTHER_TASKS_TESTS_IN_REACH ' + _up)\n"
+)
+
+
+@pytest.mark.parametrize("sandbox", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_code_edit_grading_run_holds_no_other_tasks_tests(
+    sandbox: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    box = LocalSandbox() if sandbox == "local" else request.getfixturevalue("docker_sandbox_factory")()
+    assert scan.findings(OTHER_TASKS) == []
+    result = grade_code_edit(tmp_path, OTHER_TASKS, box)
+    assert "ANOTHER_TASKS_TESTS_IN_REACH" not in (result.error or ""), result.error
+    assert result.score == pytest.approx(2 / 6), result  # the run went on: only this task's tests decide
 
 
 def test_the_hidden_attacks_really_pass_the_scan() -> None:

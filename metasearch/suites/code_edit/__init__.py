@@ -124,13 +124,14 @@ class CodeEditSuite:
         timeout = self.config.grade_timeout_s
         command = ["python3", "/grader/grade.py", f"/grader/repos/{name}", "/artifact/patch.diff"]
         command += [TESTRUN_MOUNT, repr(run_budget(timeout, 3))]  # collect, then two harnesses
-        return grade(
-            sandbox,
-            command,
-            [Mount(GRADER_DIR, "/grader"), testrun_mount(), Mount(artifact_dir, "/artifact")],
-            timeout_s=timeout,
-            workdir="/grader",
-        )
+        # The grader script and this task's repository only: never another task's hidden tests.
+        mounts = [
+            Mount(GRADER_DIR / "grade.py", "/grader/grade.py"),
+            Mount(REPOS_DIR / name, f"/grader/repos/{name}"),
+            testrun_mount(),
+            Mount(artifact_dir, "/artifact"),
+        ]
+        return grade(sandbox, command, mounts, timeout_s=timeout, workdir="/grader")
 
 
 def _statement(name: str) -> str:

@@ -1,7 +1,8 @@
 """The code-edit grader: ``python3 grade.py REPO_DIR PATCH TESTRUN_DIR RUN_TIMEOUT`` prints one JSON object.
 
-Runs inside a fresh sandbox with the suite's directory and the shared ``testrun`` package mounted
-read-only, so ``REPO_DIR`` (which holds the hidden tests) is never visible to the agent. Steps:
+Runs inside a fresh sandbox with this script, the task's repository and the shared ``testrun`` package
+mounted read-only, so ``REPO_DIR`` (which holds the hidden tests) is never visible to the agent, and the
+candidate's code, which runs here, reaches no other task's tests. Steps:
 
 1. refuse a patch that touches tests, leaves the repository (flags ``touched_tests``, ``unsafe_path``) or
    adds a binary or compiled file (``tamper_suspect``);
