@@ -301,9 +301,15 @@ class PolyglotSuite:
         reference material (``grading_view``); the trusted ``expect`` run sees all of it."""
         command = ["python3", GRADE_SCRIPT, mode, "/exercise", "/artifact", json.dumps(spec)]
         timeout = self.config.grade_timeout_s
+        modules = ex.path / "node_modules"  # installed packages, never copied
         with tempfile.TemporaryDirectory(prefix="ms-polyglot-view-") as tmp:
             source = ex.path if mode == "expect" else grading_view(ex, Path(tmp))
             mounts = [Mount(source, "/exercise"), testrun_mount(), Mount(artifact, "/artifact")]
+            if source != ex.path and modules.is_dir():
+                if sandbox.name == "docker":
+                    mounts.append(Mount(modules, "/exercise/node_modules"))
+                else:  # the local sandbox maps a mount to a link, and /exercise is one already
+                    (source / "node_modules").symlink_to(modules.resolve())
             return run_grader(
                 sandbox, command, mounts, timeout_s=timeout, memory_mb=4096, workdir="/exercise"
             )
@@ -380,7 +386,8 @@ def grading_view(ex: Exercise, tmp: Path) -> Path:
 
     def skip(folder: str, names: list[str]) -> list[str]:
         rel = Path(folder).relative_to(ex.path)
-        return [n for n in names if reference_material(ex, (rel / n).as_posix())]
+        top = ["node_modules"] if rel == Path(".") else []  # mounted beside the copy (see ``_run``)
+        return top + [n for n in names if reference_material(ex, (rel / n).as_posix())]
 
     shutil.copytree(ex.path, dest, symlinks=True, ignore=skip)
     for path in [tmp, *dest.rglob("*")]:
