@@ -7,6 +7,7 @@ pieces from that frozen config, which is all ``metasearch resume`` needs.
 from __future__ import annotations
 
 import logging
+import secrets
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -145,6 +146,7 @@ def study_sandbox(
 
 def create(resolved: ResolvedConfig, study_dir: Path, *, callbacks: Sequence[Callback] = ()) -> Launched:
     seeds = preflight(resolved)
+    resolved = with_drawn_secrets(resolved)
     # Build the plugins once before anything is written, so a plugin that cannot work fails cleanly.
     suite = resolved.plugins["suite"].create()
     needs = getattr(suite, "needs", None)
@@ -171,6 +173,20 @@ def create(resolved: ResolvedConfig, study_dir: Path, *, callbacks: Sequence[Cal
     except BaseException:
         archive.close()
         raise
+
+
+def with_drawn_secrets(resolved: ResolvedConfig) -> ResolvedConfig:
+    """The config with the suite's secret options (its class's ``SECRET_OPTIONS``: the training suite's
+    ``data_key``) drawn where unset. Called once, when a study is created: the study's config.yaml keeps
+    them, so resume grades on the same data; no agent sees that file."""
+    plugin = resolved.plugins["suite"]
+    names = getattr(plugin.cls, "SECRET_OPTIONS", ())
+    unset = [n for n in names if getattr(plugin.config, n, None) is None]
+    if not unset:
+        return resolved
+    data = resolved.config.model_dump(mode="json")
+    data["suite"].update({n: secrets.token_hex(16) for n in unset})
+    return load_config_data(data)
 
 
 def reopen(

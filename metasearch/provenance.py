@@ -170,9 +170,16 @@ def gpu_record() -> dict[str, Any] | None:
 
 
 def suite_record(resolved: ResolvedConfig, suite: Suite) -> dict[str, Any]:
+    """The suite, its options (a secret one, such as the training suite's ``data_key``, as a digest: the
+    record travels to MLflow and to promoted models) and a hash per task (which the key decides too)."""
+    plugin = resolved.plugins["suite"]
+    options = _dump(plugin.config)
+    for name in getattr(plugin.cls, "SECRET_OPTIONS", ()):
+        if options.get(name):
+            options[name] = "sha256:" + hashlib.sha256(str(options[name]).encode()).hexdigest()[:12]
     return {
         "name": resolved.config.suite.name,
-        "options": _dump(resolved.plugins["suite"].config),
+        "options": options,
         "content_hash": getattr(suite, "content_hash", None),
         "tasks": {task.id: task_hash(suite, task) for task in suite.tasks()},
     }

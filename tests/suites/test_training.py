@@ -199,3 +199,24 @@ def test_a_good_recipe_beats_a_bad_one_by_a_wide_margin_on_every_task_and_seed(
             assert good > 0.8 and good - bad > 0.4, (task_id, seed, good, bad)
             margins.append(good - bad)
     assert float(np.mean(margins)) > 0.7
+
+
+KEY = "5eed" * 8
+
+
+def test_a_study_key_keeps_the_held_out_labels_out_of_the_public_generator(tmp_path: Path) -> None:
+    """An agent that has read data.py can regenerate the public data and answer with its labels; under a
+    key (a study draws one) the same agent is at chance, while a real model scores as on the public data."""
+    keyed = TrainingSuite(TrainingSuite.Config(data_key=KEY))
+    keyed.prepare("training/spirals", tmp_path / "task")
+    given = np.load(tmp_path / "task" / "test_x.npy")
+    _, _, public_x, public_y = generate("spirals")
+    assert given.shape == public_x.shape and not np.array_equal(given, public_x)
+    out = tmp_path / "task" / "output"
+    np.save(out / "predictions.npy", public_y)  # the recomputed public labels
+    assert keyed.grade("training/spirals", out, LocalSandbox()).score < 0.2
+    assert TrainingSuite().grade("training/spirals", out, LocalSandbox()).score == 1.0  # what a key prevents
+    np.save(out / "predictions.npy", generate("spirals", 1.0, KEY)[3])  # the keyed labels: the grader's
+    assert keyed.grade("training/spirals", out, LocalSandbox()).score == 1.0
+    with pytest.raises(Exception, match="data_key"):
+        TrainingSuite.Config(data_key="not hex")

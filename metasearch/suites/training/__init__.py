@@ -2,7 +2,8 @@
 
 Visible to the agent (under ``/task``): ``train_x.npy``, ``train_y.npy``, ``test_x.npy``, ``task.json`` and
 ``TASK.md``. The agent writes ``output/predictions.npy`` (class ids, or values for regression). The held-out
-labels exist only inside the grader, which regenerates them from the task's seed in a fresh sandbox.
+labels exist only inside the grader, which regenerates them from the task's seed and the study's secret
+``data_key`` in a fresh sandbox (without the key, the public generator in ``data.py`` gives them away).
 Score: the held-out metric mapped to [0, 1], 0 at chance level (see ``data.py`` for the mapping).
 
 Subsets: ``default`` (5 tasks, the search's benchmark), ``smoke`` (2 of them), ``heldout`` (2 tasks never in
@@ -51,6 +52,12 @@ class TrainingSuite:
             15.0, gt=0
         )  # told to the agent in task.json; the run is killed at 2x + 60 s
         grade_timeout_s: float = Field(60.0, gt=0)
+        # hex digits mixed into every task's seed, so that no agent can recompute the held-out labels from
+        # the public generator; a study draws one when it is created (SECRET_OPTIONS) and keeps it in its
+        # config.yaml. Set it to compare studies on the same data; "" grades on the public data.
+        data_key: str | None = Field(None, pattern=r"^([0-9a-f]{8,64})?$")
+
+    SECRET_OPTIONS = ("data_key",)  # drawn per study when unset (see launch.create)
 
     def __init__(self, config: Config | None = None, **_: object) -> None:
         self.config = config or TrainingSuite.Config()
@@ -83,7 +90,7 @@ class TrainingSuite:
     def prepare(self, task_id: str, dest: Path) -> None:
         name = _name(task_id)
         spec = TASKS[name]
-        train_x, train_y, test_x, _hidden = generate(name, self.config.scale)
+        train_x, train_y, test_x, _hidden = generate(name, self.config.scale, self.config.data_key or "")
         dest.mkdir(parents=True, exist_ok=True)
         np.save(dest / "train_x.npy", train_x)
         np.save(dest / "train_y.npy", train_y)
@@ -112,7 +119,14 @@ class TrainingSuite:
         artifact_dir.mkdir(parents=True, exist_ok=True)
         return grade(
             sandbox,
-            ["python3", "/grader/grade.py", name, repr(self.config.scale), "/artifact/predictions.npy"],
+            [
+                "python3",
+                "/grader/grade.py",
+                name,
+                repr(self.config.scale),
+                "/artifact/predictions.npy",
+                self.config.data_key or "",
+            ],
             [Mount(GRADER_DIR, "/grader"), Mount(artifact_dir, "/artifact")],
             timeout_s=self.config.grade_timeout_s,
             workdir="/grader",

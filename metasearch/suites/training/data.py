@@ -1,6 +1,8 @@
 """Deterministic task data for the training suite (numpy only: this file also runs inside the grader).
 
-Every task draws from its own fixed seed, so the data are identical on every machine and run. Tabular
+Every task draws from its own fixed seed mixed with a key: with the same key, the data are identical on
+every machine and run. Without a key they are public (anyone who has read this file can recompute the
+held-out labels), so a study draws a secret key when it is created (the suite's ``data_key``). Tabular
 features are put on very different scales and padded with distractors, so preprocessing and capacity
 choices matter. ``TASKS`` is the catalogue; ``generate`` makes a task's data, ``score`` grades predictions.
 
@@ -89,13 +91,16 @@ TASKS: dict[str, dict[str, Any]] = {
 }
 
 
-def generate(name: str, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(train_x, train_y, test_x, test_y) for task ``name``; ``scale`` multiplies the sample counts.
+def generate(
+    name: str, scale: float = 1.0, key: str = ""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(train_x, train_y, test_x, test_y) for task ``name``; ``scale`` multiplies the sample counts; ``key``
+    (hex digits) is mixed into the task's seed ("": the public data).
 
-    Pure function of (name, scale): the grader calls it again to get the hidden labels.
+    Pure function of (name, scale, key): the grader calls it again to get the hidden labels.
     """
     spec = TASKS[name]
-    rng = np.random.default_rng(spec["seed"])
+    rng = np.random.default_rng([spec["seed"], int(key, 16)] if key else spec["seed"])
     n_train = max(1, int(N_TRAIN * scale))
     n = n_train + max(1, int(N_TEST * scale))
     x, y = _MAKERS[name](rng, n)

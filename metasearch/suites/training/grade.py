@@ -1,7 +1,8 @@
-"""The training suite's grader: ``python3 grade.py TASK SCALE PREDICTIONS`` prints one JSON object.
+"""The training suite's grader: ``python3 grade.py TASK SCALE PREDICTIONS [KEY]`` prints one JSON object.
 
-Runs inside a fresh sandbox with this directory mounted read-only; the agent never sees it. The hidden
-labels are regenerated here from the task's seed, so they are never written to disk. Every problem with the
+Runs inside a fresh sandbox with this directory mounted read-only; the agent never sees it, and no
+candidate code runs here (the predictions are read as plain arrays). The hidden labels are regenerated here
+from the task's seed and the study's secret ``KEY``, so they are never written to disk. Every problem with the
 candidate's file becomes ``{"score": 0, "error": ...}``; only a broken grader exits non-zero.
 """
 
@@ -37,7 +38,7 @@ def check(path: str, n: int) -> tuple[np.ndarray | None, str | None]:
 
 def main(argv: list[str]) -> dict:
     name, scale, path = argv[1], float(argv[2]), argv[3]
-    truth = generate(name, scale)[3]
+    truth = generate(name, scale, argv[4] if len(argv) > 4 else "")[3]
     values, error = check(path, truth.shape[0])
     if values is None:
         return {"score": 0.0, "error": error}
