@@ -30,6 +30,15 @@ CASES = {
     "polyglot (Java)": "tests/suites/test_polyglot_js_java.py::test_java_is_graded_test_by_test",
     "scan (Go, Rust, JS, Java, C++)": "tests/suites/test_tests_verdict.py::test_scan_other_languages",
     "sandbox / study": "tests/sandboxes/test_hostile.py::test_hostile_case",
+    "code-edit (other tasks' tests)": (
+        "tests/suites/test_tests_verdict.py::test_a_code_edit_grading_run_holds_no_other_tasks_tests"
+    ),
+    "training (public generator)": (
+        "tests/suites/test_training.py::test_a_study_key_keeps_the_held_out_labels_out_of_the_public_generator"
+    ),
+    "kernelbench (grader's memory)": (
+        "tests/suites/test_adapters.py::test_kernelbench_grading_room_follows_what_the_reference_needs"
+    ),
 }
 
 
