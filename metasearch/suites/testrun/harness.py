@@ -19,7 +19,9 @@ Both modes snapshot the callables of the runner's modules (``builtins``, ``unitt
 test and at the end; a replaced one is reported as ``tamper``, and so is a class that appeared since whose
 own ``__eq__``, defined in the code under test, says an instance equals values made up on the spot
 (``__ne__``: differs from none of them); the cyclic collector is off, so a class made per call lives until
-it is checked. The session ends with an ``end`` record; a run without it ended early. Residual risk: the candidate shares this process, so code that finds the
+it is checked. Both also install an audit hook (``watch``) before candidate code runs, which reports the code
+under test opening a test or grader file, reaching a frame, compiling code itself, or starting, signalling or
+tracing processes. The session ends with an ``end`` record; a run without it ended early. Residual risk: the candidate shares this process, so code that finds the
 channel's fd and nonce in memory, and forges the other harness the same way, can still lie; the static
 scan (``scan.py``) flags the routes to doing that.
 """
@@ -191,6 +193,86 @@ def _outside_root(filename: str) -> bool:
     return os.path.isabs(filename) and not os.path.realpath(filename).startswith(_ROOT[0] + os.sep)
 
 
+WATCHED_PROCESS = frozenset({
+    "os.fork", "os.forkpty", "os.kill", "os.killpg", "os.exec", "os.posix_spawn", "os.spawn", "os.system",
+    "subprocess.Popen", "pty.spawn", "ctypes.dlopen", "ctypes.dlsym", "ctypes.addressof", "sys.settrace",
+    "sys.setprofile", "sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+})  # fmt: skip
+FRAME_ATTRS = frozenset({"tb_frame", "f_code", "gi_frame", "cr_frame", "ag_frame"})
+REVEALERS = ("inspect.py", "traceback.py")  # stdlib modules that hand a caller's frames or source back
+WATCH = "watched"
+
+
+def watch(channel: Channel, root: str, tests: frozenset[str]) -> None:
+    """Install an audit hook (for the life of the process: Python code cannot remove one) that reports, as
+    ``tamper``, what the code under test does beyond computing: open a test or grader file, reach a frame
+    (``sys._getframe``, a traceback's or generator's frame, a frame's code, directly or through ``inspect``
+    or ``traceback``), compile code itself, or start, signal or trace processes. The code under test is a
+    file under ``root`` that is not a test; an event is its doing when the nearest frame outside the
+    standard library is its own (a test helper that inspects frames while the code under test is on the
+    stack is the test's doing). Its state lives in this closure only."""
+    import sysconfig
+
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
+    grader = os.path.dirname(os.path.realpath(__file__)) + os.sep
+    prefix, busy = root + os.sep, [False]
+    kinds: dict[str, str] = {}
+    reported: set[str] = set()
+    getframe, realpath = sys._getframe, os.path.realpath
+
+    def kind(filename: str) -> str:
+        if filename not in kinds:
+            path = realpath(filename) if os.path.isabs(filename) else filename
+            kinds[filename] = (
+                "std" if path.startswith(stdlib) or filename.startswith("<frozen")
+                else "test" if path in tests or path.startswith(grader) or not path.startswith(prefix)
+                else "candidate"
+            )  # fmt: skip
+        return kinds[filename]
+
+    def culprit(innermost_only: bool) -> bool:
+        """Whether the nearest frame outside the standard library is the code under test's (the event's
+        own frame, when ``innermost_only``, unless that is ``inspect`` or ``traceback`` working for it)."""
+        frame: types.FrameType | None = getframe(2)
+        first = True
+        while frame is not None:
+            name = frame.f_code.co_filename
+            found = kind(name)
+            if found != "std":
+                return found == "candidate"
+            if innermost_only and first and not name.endswith(REVEALERS):
+                return False  # a library's own use of its caller's frame (namedtuple, enum, logging)
+            first, frame = False, frame.f_back
+        return False
+
+    def hook(event: str, args: tuple) -> None:
+        if busy[0]:
+            return
+        what = None
+        busy[0] = True
+        try:
+            if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+                path = realpath(os.fsdecode(args[0]))
+                if (path in tests or path.startswith(grader)) and culprit(innermost_only=False):
+                    what = f"opened {os.path.relpath(path, root) if path in tests else path}"
+            elif (event == "object.__getattr__" and args[1] in FRAME_ATTRS) or event == "sys._getframe":
+                if culprit(innermost_only=True):
+                    what = f"reached a frame ({args[1] if event == 'object.__getattr__' else event})"
+            elif event == "compile" and culprit(innermost_only=True):
+                what = "compiled code itself"
+            elif event in WATCHED_PROCESS and culprit(innermost_only=False):
+                what = event
+            if what and what not in reported and len(reported) < 5:
+                reported.add(what)
+                channel.send({"t": "tamper", "what": [f"{WATCH}: the code under test {what}"]})
+        except Exception:  # the hook must never break the run it watches
+            pass
+        finally:
+            busy[0] = False
+
+    sys.addaudithook(hook)
+
+
 class Reporter:
     """A pytest plugin object: streams collection, each phase's report and the end of the session."""
 
@@ -340,6 +422,8 @@ def main(argv: list[str]) -> int:
     for path in _TESTS:
         with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as f:
             _TEST_TEXT.append(f.read())
+    if mode != "collect":  # candidate code runs from here on
+        watch(channel, _ROOT[0], frozenset(_TESTS))
     if mode == "direct":
         return run_direct(channel, root, files)
     return run_pytest(channel, root, files, collect_only=mode == "collect")

@@ -27,6 +27,7 @@ from .channel import Run, run_harness
 
 TAMPER = "tamper_suspect"
 ALWAYS_EQUAL = "always-equal class"  # harness.ALWAYS_EQUAL
+WATCHED = "watched"  # harness.WATCH: what the audit hook saw the code under test do
 INCONSISTENT = "inconsistent_results"
 MODES = ("pytest", "direct")
 FAILURE_OUTPUT = 1200  # characters of the pytest run's output kept in a failure's reason
@@ -171,6 +172,8 @@ def _distrust(run: Run) -> str | None:
         return None
     if any(str(what).startswith(ALWAYS_EQUAL) for what in tampered[0] or []):
         return f"a value that equals anything appeared during the run: {tampered[0]}"
+    if watched := [str(w) for w in tampered[0] or [] if str(w).startswith(WATCHED)]:
+        return f"{watched[0].split(': ', 1)[-1]} during the run"
     return f"runner code replaced during the run: {tampered[0]}"
 
 
