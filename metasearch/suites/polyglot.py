@@ -39,13 +39,13 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.sandboxes.protocol import ExecResult, Mount, Sandbox
+from metasearch.suites.exercise import Exercise, grading_view, hidden
 from metasearch.suites.grading import (
     TESTRUN_MOUNT,
     parse_grader_output,
@@ -61,17 +61,6 @@ from metasearch.suites.testrun.exercise_grade import example_targets
 log = logging.getLogger(__name__)
 LANGUAGES = ("cpp", "go", "java", "javascript", "python", "rust")
 PER_TEST = LANGUAGES  # test by test against expected ids, unless test_commands overrides the language
-# Test code and test data beyond files.test, by language: Go's cases_test.go (an "editor" file) and other
-# *_test.go, Rust's tests/ (tests/invalid/ data), C++'s test/ (Catch2), Java's src/test/, JavaScript's
-# specs and data/ (the files grep's tests search), Python's test modules.
-TEST_PATHS = {
-    "go": lambda parts: parts[-1].endswith("_test.go"),
-    "rust": lambda parts: parts[0] == "tests",
-    "cpp": lambda parts: parts[0] == "test",
-    "java": lambda parts: parts[:2] == ("src", "test"),
-    "javascript": lambda parts: parts[-1].endswith(".spec.js") or parts[0] == "data",
-    "python": lambda parts: parts[-1].endswith("_test.py") or parts[-1].startswith("test_"),
-}
 TEST_COMMANDS = {
     "python": "python3 -m pytest -q -p no:cacheprovider",
     "rust": "cargo test --offline -- --include-ignored",
@@ -163,16 +152,6 @@ GRADE_SCRIPT = f"{TESTRUN_MOUNT}/exercise_grade.py"
 IMAGE_FIX = (
     "grade in the polyglot image: `metasearch images build polyglot`, then set sandbox.image: polyglot"
 )
-
-
-@dataclass(frozen=True)
-class Exercise:
-    language: str
-    name: str
-    path: Path
-    solution: tuple[str, ...]
-    tests: tuple[str, ...]
-    examples: tuple[str, ...]
 
 
 class PolyglotSuite:
@@ -357,43 +336,6 @@ class PolyglotSuite:
         if task_id not in self.exercises:
             raise ConfigError(f"polyglot: unknown task {task_id!r} (not among the loaded exercises)")
         return self.exercises[task_id]
-
-
-def hidden(ex: Exercise, rel: str) -> bool:
-    """Whether ``rel`` (a path in ``ex``'s folder) stays out of the agent's workspace: ``.meta`` and the
-    other Exercism folders (``.approaches`` and ``.articles`` hold solutions; ``.docs`` is in TASK.md),
-    the test and example files and the language's test code and data (``TEST_PATHS``)."""
-    parts = PurePosixPath(rel).parts
-    folder = len(parts) > 1 or (ex.path / rel).is_dir()
-    if parts[0].startswith(".") and parts[0] != ".docs" and folder:
-        return True
-    return rel in ex.tests or rel in ex.examples or TEST_PATHS[ex.language](parts)
-
-
-def reference_material(ex: Exercise, rel: str) -> bool:
-    """Whether ``rel`` shows how to solve ``ex``: the example solutions and the Exercism folders beside
-    ``.docs`` (``.meta`` holds the examples, ``.approaches`` and ``.articles`` solutions with prose)."""
-    parts = PurePosixPath(rel).parts
-    return (parts[0].startswith(".") and parts[0] != ".docs" and (ex.path / parts[0]).is_dir()) or (
-        rel in ex.examples
-    )
-
-
-def grading_view(ex: Exercise, tmp: Path) -> Path:
-    """A copy of ``ex`` under ``tmp`` without its reference material, readable by the sandbox user: what a
-    grading run that executes candidate code may see (it needs the stubs, tests and build files only)."""
-    dest = tmp / ex.name
-
-    def skip(folder: str, names: list[str]) -> list[str]:
-        rel = Path(folder).relative_to(ex.path)
-        top = ["node_modules"] if rel == Path(".") else []  # mounted beside the copy (see ``_run``)
-        return top + [n for n in names if reference_material(ex, (rel / n).as_posix())]
-
-    shutil.copytree(ex.path, dest, symlinks=True, ignore=skip)
-    for path in [tmp, *dest.rglob("*")]:
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() or path.stat().st_mode & 0o100 else 0o644)
-    return dest
 
 
 def _raise_infrastructure(ex: Exercise, done: ExecResult) -> None:
