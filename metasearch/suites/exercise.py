@@ -62,7 +62,8 @@ def grading_view(ex: Exercise, tmp: Path) -> Path:
 
     def skip(folder: str, names: list[str]) -> list[str]:
         rel = Path(folder).relative_to(ex.path)
-        top = ["node_modules"] if rel == Path(".") else []  # mounted beside the copy (``PolyglotSuite._run``)
+        # installed packages are mounted beside the copy (``PolyglotSuite._run``), never copied
+        top = ["node_modules"] if rel == Path(".") else []
         return top + [n for n in names if reference_material(ex, (rel / n).as_posix())]
 
     shutil.copytree(ex.path, dest, symlinks=True, ignore=skip)

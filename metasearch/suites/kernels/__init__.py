@@ -167,10 +167,10 @@ def grade_kernel(
     """Grade ``artifact_dir/solution.py`` against the problem folder (``reference.py`` and ``task.toml``)
     with the scorer in ``grader/``, in a fresh sandbox run: the one way every kernels-format suite grades.
 
-    A run whose memory leaves the candidate less room than the reference needs (the judge measures it; see
-    ``grader/room.py``) is run again with what the judge asked for (at most twice), up to ``max_memory_mb`` (default
-    90% of this machine), and ``resized`` is told the new size. Raises InfrastructureError when the grader
-    itself failed or cannot fit."""
+    A run whose memory leaves the candidate less room than the reference needs (the judge measures it;
+    see ``grader/room.py``) is run again with what the judge asked for (at most twice), up to
+    ``max_memory_mb`` (default 90% of this machine), and ``resized`` is told the new size. Raises
+    InfrastructureError when the grader itself failed or cannot fit."""
     # Docker runs the grading alone in its container, whose CPU counter then covers every process the
     # candidate starts; elsewhere the judge follows the candidate's process tree.
     accounting = "container" if sandbox.name == "docker" else "process"
