@@ -207,25 +207,30 @@ def watch(channel: Channel, root: str, tests: frozenset[str]) -> None:
     """Install an audit hook (for the life of the process: Python code cannot remove one) that reports, as
     ``tamper``, what the code under test does beyond computing: open a test or grader file, reach a frame
     (``sys._getframe``, a traceback's or generator's frame, a frame's code, directly or through ``inspect``
-    or ``traceback``), compile code itself, or start, signal or trace processes. The code under test is a
-    file under ``root`` that is not a test; an event is its doing when the nearest frame outside the
-    standard library is its own (a test helper that inspects frames while the code under test is on the
-    stack is the test's doing). Its state lives in this closure only."""
+    or ``traceback``), compile code itself, or start, signal or trace processes. The code under test is any
+    code that is not the standard library, a test, this harness or an installed package (``kind``); an event
+    is its doing when the nearest frame outside the standard library is its own (a test helper that
+    inspects frames while the code under test is on the stack is the test's doing). ``root`` names test
+    files in findings. Its state lives in this closure only."""
     import sysconfig
 
     stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
     grader = os.path.dirname(os.path.realpath(__file__)) + os.sep
-    prefix, busy = root + os.sep, [False]
+    installed = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    busy = [False]
     kinds: dict[str, str] = {}
     reported: set[str] = set()
     getframe, realpath = sys._getframe, os.path.realpath
 
     def kind(filename: str) -> str:
+        """``std`` (the standard library), ``trusted`` (the tests, this harness, installed packages such as
+        pytest) or ``candidate``: everything else, wherever it was written (a module the code under test
+        put in /tmp, code compiled from a string) counts as the code under test's."""
         if filename not in kinds:
             path = realpath(filename) if os.path.isabs(filename) else filename
             kinds[filename] = (
                 "std" if path.startswith(stdlib) or filename.startswith("<frozen")
-                else "test" if path in tests or path.startswith(grader) or not path.startswith(prefix)
+                else "trusted" if path in tests or path.startswith((grader, *installed))
                 else "candidate"
             )  # fmt: skip
         return kinds[filename]
