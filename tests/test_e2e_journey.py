@@ -175,7 +175,7 @@ def test_browse_then_promote_and_predict(study: Path, browser: Any, tmp_path: Pa
     predictions = folder / "task" / "output" / "predictions.npy"
     assert row["artifacts"] == [str(predictions)]
     assert len(np.load(predictions)) == len(np.load(folder / "task" / "test_x.npy"))
-    graded = grade(folder / "task" / "output", "training/moons")
+    graded = grade(folder / "task" / "output", "training/moons", study)
     assert graded.error is None and graded.score > 0, graded  # the suite's grader, on the hidden labels
 
     # -- the same alias behind `mlflow models serve`, with a folder from `task prepare` ----------------
@@ -193,11 +193,12 @@ def child_with_most_trials(study: Path) -> str:
     return max(sorted(children), key=trials.count)
 
 
-def grade(artifact_dir: Path, task_id: str) -> Any:
+def grade(artifact_dir: Path, task_id: str, study: Path) -> Any:
+    """The study's own training suite (its data key decides the hidden labels) grades the artifact."""
     from metasearch.sandboxes.local import LocalSandbox
-    from metasearch.suites.training import TrainingSuite
+    from metasearch.tracking.heldout import build_suite, study_config
 
-    return TrainingSuite(TrainingSuite.Config()).grade(task_id, artifact_dir, LocalSandbox())
+    return build_suite("training", study_config(study)).grade(task_id, artifact_dir, LocalSandbox())
 
 
 def serve_and_post(env: dict[str, str], body: Path, cwd: Path) -> dict[str, Any]:
