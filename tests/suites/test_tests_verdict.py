@@ -3,7 +3,7 @@
 Each attack comes twice: written plainly, where the static scan must name it (``tamper_suspect``), and
 written to slip past the scan (names built from string pieces), where the dynamic checks must stop it:
 the end-of-session record, the forced-exit check, the runner-integrity check, the authenticated result
-channel, the pristine-test check and the second harness. No attack may score above the honest baseline
+channel, the pristine-test check, the audit hook and the second harness. No attack may score above the honest baseline
 (the same candidate without the attack).
 """
 
