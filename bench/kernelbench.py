@@ -4,8 +4,8 @@ Grades, for every loaded problem, the reference itself as the candidate (``Model
 ``Model``: it must come out correct) and, with ``--wrong``, a candidate with one output element off by more than its own size (it must
 fail on correctness), through the suite's public ``grade`` in the chosen sandbox. Problems the suite leaves
 out (grading does not fit the memory limit, or the scale made the reference fail) are listed with why. Prints one table (problem,
-memory given, verdicts, seconds) and a summary; exits non-zero when a correct candidate failed or a wrong
-one passed. ``--jsonl FILE`` appends each row as it comes (a long sweep can be followed and resumed with
+memory estimated, memory the grading ended with (more when the judge asked for room), verdicts, seconds) and
+a summary; exits non-zero when a correct candidate failed or a wrong one passed. ``--jsonl FILE`` appends each row as it comes (a long sweep can be followed and resumed with
 ``--skip-done``).
 """
 
