@@ -213,6 +213,12 @@ class Plugin:
     def create(self, **kwargs: Any) -> Any:
         return self.cls(self.config, **kwargs)
 
+    @property
+    def secret_options(self) -> tuple[str, ...]:
+        """Options the plugin keeps from agents (its class's ``SECRET_OPTIONS``, e.g. the training suite's
+        ``data_key``): drawn per study when unset, recorded only as a digest."""
+        return tuple(getattr(self.cls, "SECRET_OPTIONS", ()))
+
 
 @dataclass(frozen=True)
 class ResolvedConfig:

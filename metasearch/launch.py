@@ -180,8 +180,7 @@ def with_drawn_secrets(resolved: ResolvedConfig) -> ResolvedConfig:
     ``data_key``) drawn where unset. Called once, when a study is created: the study's config.yaml keeps
     them, so resume grades on the same data; no agent sees that file."""
     plugin = resolved.plugins["suite"]
-    names = getattr(plugin.cls, "SECRET_OPTIONS", ())
-    unset = [n for n in names if getattr(plugin.config, n, None) is None]
+    unset = [n for n in plugin.secret_options if getattr(plugin.config, n, None) is None]
     if not unset:
         return resolved
     data = resolved.config.model_dump(mode="json")

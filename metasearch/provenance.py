@@ -174,7 +174,7 @@ def suite_record(resolved: ResolvedConfig, suite: Suite) -> dict[str, Any]:
     record travels to MLflow and to promoted models) and a hash per task (which the key decides too)."""
     plugin = resolved.plugins["suite"]
     options = _dump(plugin.config)
-    for name in getattr(plugin.cls, "SECRET_OPTIONS", ()):
+    for name in plugin.secret_options:
         if options.get(name):
             options[name] = "sha256:" + hashlib.sha256(str(options[name]).encode()).hexdigest()[:12]
     return {

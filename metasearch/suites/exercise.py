@@ -12,6 +12,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from metasearch.suites.testrun.exercise_grade import exercism_folder
+
 # Test code and test data beyond files.test, by language: Go's cases_test.go (an "editor" file) and other
 # *_test.go, Rust's tests/ (tests/invalid/ data), C++'s test/ (Catch2), Java's src/test/, JavaScript's
 # specs and data/ (the files grep's tests search), Python's test modules.
@@ -41,7 +43,7 @@ def hidden(ex: Exercise, rel: str) -> bool:
     the test and example files and the language's test code and data (``TEST_PATHS``)."""
     parts = PurePosixPath(rel).parts
     folder = len(parts) > 1 or (ex.path / rel).is_dir()
-    if parts[0].startswith(".") and parts[0] != ".docs" and folder:
+    if exercism_folder(parts[0]) and folder:
         return True
     return rel in ex.tests or rel in ex.examples or TEST_PATHS[ex.language](parts)
 
@@ -50,9 +52,7 @@ def reference_material(ex: Exercise, rel: str) -> bool:
     """Whether ``rel`` shows how to solve ``ex``: the example solutions and the Exercism folders beside
     ``.docs`` (``.meta`` holds the examples, ``.approaches`` and ``.articles`` solutions with prose)."""
     parts = PurePosixPath(rel).parts
-    return (parts[0].startswith(".") and parts[0] != ".docs" and (ex.path / parts[0]).is_dir()) or (
-        rel in ex.examples
-    )
+    return (exercism_folder(parts[0]) and (ex.path / parts[0]).is_dir()) or rel in ex.examples
 
 
 def grading_view(ex: Exercise, tmp: Path) -> Path:

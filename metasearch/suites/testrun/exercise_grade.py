@@ -173,15 +173,19 @@ def run_command(work: str, command: str, timeout: float, metrics: dict[str, floa
     return {"score": float(code == 0), "metrics": {**metrics, "passed": float(code == 0)}, "error": error}
 
 
+def exercism_folder(name: str) -> bool:
+    """Whether a top-level folder named ``name`` is one of Exercism's beside ``.docs`` (``.meta``,
+    ``.approaches``, ``.articles``): reference material, never shown to the agent or to candidate code."""
+    return name.startswith(".") and name != ".docs"
+
+
 def _not_copied(exercise: str, folder: str, names: list[str]) -> list[str]:
     """Left out of the work tree: installed packages (linked instead), and the Exercism folders beside
     ``.docs`` (``.meta``, ``.approaches``, ``.articles``: reference material, which the mount of a run that
     grades candidate code does not even hold)."""
     if folder != exercise:
         return [n for n in names if n in ("node_modules", ".meta")]
-    hidden = [
-        n for n in names if n.startswith(".") and n != ".docs" and os.path.isdir(os.path.join(folder, n))
-    ]
+    hidden = [n for n in names if exercism_folder(n) and os.path.isdir(os.path.join(folder, n))]
     return ["node_modules", *hidden]
 
 
