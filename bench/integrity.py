@@ -29,6 +29,11 @@ CASES = {
     "polyglot (JavaScript)": "tests/suites/test_polyglot_js_java.py::test_javascript_is_graded_test_by_test",
     "polyglot (Java)": "tests/suites/test_polyglot_js_java.py::test_java_is_graded_test_by_test",
     "scan (Go, Rust, JS, Java, C++)": "tests/suites/test_tests_verdict.py::test_scan_other_languages",
+    "scan (under another name)": "tests/suites/test_tests_verdict.py::test_the_scan_sees_a_route_under_another_name",
+    "polyglot (JavaScript, guard alone)": (
+        "tests/suites/test_polyglot_js_java.py::test_the_jest_guard_holds_where_the_scan_is_blind"
+    ),
+    "polyglot (Go, polyglot image)": "tests/suites/test_polyglot_real.py::test_forged_go_results_gain_nothing",
     "sandbox / study": "tests/sandboxes/test_hostile.py::test_hostile_case",
     "code-edit (other tasks' tests)": (
         "tests/suites/test_tests_verdict.py::test_a_code_edit_grading_run_holds_no_other_tasks_tests"

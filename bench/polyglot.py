@@ -10,8 +10,8 @@ per exercise, so a long run can be split (``--language``, ``--exercise``) and re
 Exits non-zero when any exercise misbehaved.
 
 ``--scan`` runs no sandbox: it reads every exercise's example solution as a candidate would hand it in and
-prints, per language, how many the static tamper scan (``testrun/scan.py``) flags (it must be none: a flag
-scores an honest solution 0), with each finding.
+prints, per language, how many the static tamper scan (``testrun/scan.py``) flags over their stubs, with each
+finding: grading allows exactly those to every candidate of that exercise (the exercise asks for them).
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def scan_examples(root: Path, languages: list[str]) -> int:
-    """The tamper scan over every example solution, as if each were a candidate's; 1 if any is flagged."""
+    """The tamper scan over every example solution, as if each were a candidate's. What an example adds over
+    its stub is allowed to every candidate of that exercise (the exercise asks for it): listed, not a failure."""
     table, flagged = [], []
     for language in languages:
         start = time.perf_counter()
@@ -115,8 +116,8 @@ def scan_examples(root: Path, languages: list[str]) -> int:
                       "time_s": round(time.perf_counter() - start, 2)})  # fmt: skip
     print_table(table, ["language", "exercises", "examples_flagged", "time_s"])
     for line in flagged:
-        print(line)
-    return 1 if flagged else 0
+        print(f"allowed for every candidate of {line}")
+    return 0
 
 
 def run(argv: list[str] | None = None) -> int:

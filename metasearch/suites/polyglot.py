@@ -257,6 +257,7 @@ class PolyglotSuite:
         spec = self._spec(ex)
         if ex.language in PER_TEST and ex.language not in self.config.test_commands:
             spec["expected"] = self._expected(ex, sandbox)
+        spec["allowed"] = example_findings(ex)  # what the benchmark's own solution needs (rust/grep: files)
         done = self._run(ex, "grade", spec, artifact_dir, sandbox)
         _raise_infrastructure(ex, done)
         return parse_grader_output(done)
@@ -362,7 +363,9 @@ def _root(path: str | None) -> Path:
 
 def example_findings(ex: Exercise) -> list[str]:
     """What the tamper scan finds in the exercise's example solution handed in as a candidate's: each example
-    file against the stub it replaces, paired as grading pairs them. An honest solution has none."""
+    file against the stub it replaces, paired as grading pairs them. Most have none; what one has is what the
+    exercise itself asks for (reading files in ``rust/grep``, worker threads in
+    ``javascript/parallel-letter-frequency``), and grading allows it to every candidate of that exercise."""
     found = []
     for example, target in example_targets(list(ex.examples), list(ex.solution)):
         language = scan.language_of(target)

@@ -23,7 +23,8 @@ SPACE_AGE = Path(__file__).resolve().parent / "polyglot_fixture" / "javascript" 
 SPACE_AGE /= "space-age"
 SCRIPT = str(Path(scan.__file__).parent / "exercise_grade.py")
 TAMPER = "tamper_suspect"
-REWRITE = "require('f' + 's').appendFileSync(__dirname + '/space-age.spec.js', '// edited');\n"
+WRONG = "export const age = () => 0;\n"
+GLOBAL = "const g = [].map.constructor('return th' + 'is')();\n"
 
 
 def _grader(exercise: Path, spec: dict[str, Any]) -> Any:
@@ -84,9 +85,17 @@ def test_javascript_is_graded_test_by_test(node_modules: Path, tmp_path: Path) -
         "hidden exit": (
             example + "[].constructor.constructor('return pro' + 'cess')()['ex' + 'it'](0);\n",
             0.0,
-            "the code under test tried to end the test process",
+            "tamper_suspect: the jest-json run: a grader-owned guard refused it: the code under test tried to"
+            " make code from a string",
         ),
-        "spec rewritten": (example + REWRITE, 0.0, "tamper_suspect: the jest-json run: runner code replaced"),
+        # past the scan, the wrong answer with every test's body replaced by nothing: 1.0 before the guard
+        "test replaced": (
+            WRONG
+            + GLOBAL
+            + "const real = g['te' + 'st'];\ng['te' + 'st'] = (name) => real(name, () => {});\n",
+            0.0,
+            "make code from a string",
+        ),
         # past the scan (the hook's name is built at run time): every toEqual would pass, but expect()
         # refuses the value in the grader's setup file
         "matches anything": (
@@ -99,6 +108,56 @@ def test_javascript_is_graded_test_by_test(node_modules: Path, tmp_path: Path) -
         (artifact / "space-age.js").write_text(source)
         result = run("grade", artifact, expected=expected["ids"])
         assert result["score"] == score and reason in (result["error"] or ""), (name, result)
+
+
+# Each reaches the global object plainly (the scan would name it; here the runs skip the scan), then
+# replaces what the verdict rests on. Each scored 1.0 on a wrong answer before the guard held it.
+REFUSED = "a grader-owned guard refused it: the code under test tried to"
+GUARDED = {
+    "test bodies replaced": (
+        "const real = globalThis.test;\nglobalThis.test = (n) => real(n, () => {});\n",
+        REFUSED,
+    ),
+    "Object.is replaced": ("Object.is = () => true;\n", REFUSED),
+    "matcher replaced": ("expect.extend({ toEqual: () => ({ pass: true, message: () => '' }) });\n", REFUSED),
+    "matchers object written": (
+        "const m = globalThis[Symbol.for('$$jest-matchers-object')].matchers;\n"
+        "m.toEqual = () => ({ pass: true, message: () => '' });\n",
+        REFUSED,
+    ),
+    "array method replaced": ("Array.prototype.every = () => true;\n", REFUSED),
+    "code from a string": ("(0, eval)('1');\n", REFUSED),
+    "built-in module through process": ("process.getBuiltinModule('child_process');\n", REFUSED),
+    "spec rewritten": (
+        "require('fs').appendFileSync(__dirname + '/space-age.spec.js', '// edited');\n",
+        "runner code replaced during the run: spec file space-age.spec.js changed",
+    ),
+}
+
+
+def test_the_jest_guard_holds_where_the_scan_is_blind(node_modules: Path, tmp_path: Path) -> None:
+    """The dynamic checks alone (no scan): the framework, its matchers and the built-ins cannot be replaced,
+    code cannot be made from strings (``jest_guard.js``), the spec file cannot be rewritten, and each attempt
+    is flagged with its reason; an honest solution that assigns a built-in's name on its own object still
+    passes."""
+    exercise = tmp_path / "space-age"
+    shutil.copytree(SPACE_AGE, exercise)
+    (exercise / "node_modules").symlink_to(node_modules)
+    ids = None
+    honest = (exercise / ".meta" / "proof.ci.js").read_text()
+    honest += "export class Years { toString() { return 'y'; } }\nconst o = {};\no.toString = () => 'o';\n"
+    for name, (source, reason) in {"honest": (honest, ""), **GUARDED}.items():
+        work = tmp_path / name.replace(" ", "-") / "space-age"
+        shutil.copytree(exercise, work, symlinks=True)
+        (work / "space-age.js").write_text(honest if name == "honest" else WRONG + source)
+        runs = jest.run_jest_tests(str(work), ["space-age.spec.js"], timeout_s=240)
+        ids = ids or sorted(verdict.outcomes(runs[0]))
+        result = verdict.judge(ids, runs, fractional=False, what="tests")
+        if name == "honest":
+            assert len(ids) == 3 and result["score"] == 1.0, result
+            continue
+        assert result["score"] == 0.0 and result["flags"] == [TAMPER], (name, result)
+        assert reason in result["error"], (name, result)
 
 
 def test_jest_reports_must_be_complete_and_agree() -> None:

@@ -189,3 +189,41 @@ def test_exercises_that_cannot_be_graded_here_are_left_out_and_named(
     ]
     named = PolyglotSuite(PolyglotSuite.Config(path=str(root), exercises=["go/counter", "rust/robot-name"]))
     assert len(named.tasks()) == 2 and named.left_out == {}
+
+
+def _forged_go_results(ids: list[str], exit_call: str) -> str:
+    """An ``init`` that prints test2json-framed PASS lines for every expected test, then ends the test
+    binary with exit status 0 before any test runs."""
+    names = sorted((i.split("::", 1)[1] for i in ids), key=lambda n: -n.count("/"))
+    lines = [
+        f'fmt.Printf("\\x16=== RUN   {n}\\n{"    " * n.count("/")}\\x16--- PASS: {n} (0.00s)\\n")'
+        for n in names
+    ]
+    return (
+        "func init() {\n\t" + "\n\t".join(lines) + '\n\tfmt.Printf("\\x16PASS\\n")\n\t' + exit_call + "\n}\n"
+    )
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(
+    "imports,exit_call", [('o "os"', "o.Exit(0)"), ('. "os"', "Exit(0)")], ids=["alias", "dot-import"]
+)
+def test_forged_go_results_gain_nothing(
+    imports: str, exit_call: str, polyglot_sandbox: object, tmp_path: Path
+) -> None:
+    """A wrong Go solution that forges every expected PASS line (both transcripts come from the test
+    binary's stdout) and exits 0 through ``os`` under another name scored 1.0 when the scan looked for
+    ``os.Exit`` by name; a Go solution may now import only packages of pure computation."""
+    suite, task_id = _suite("go"), _task("go")
+    ids, score, error = suite.example_run(task_id, polyglot_sandbox)  # type: ignore[arg-type]
+    assert ids and score == 1.0, error
+    suite.prepare(task_id, tmp_path)
+    workspace = tmp_path / "workspace"
+    _solve(suite, task_id, workspace, BREAK["go"])
+    solution = workspace / "pig_latin.go"
+    wrong = solution.read_text()
+    forged = wrong.replace("import (\n", f'import (\n\t"fmt"\n\t{imports}\n', 1)
+    solution.write_text(forged + _forged_go_results(ids, exit_call))
+    result = suite.grade(task_id, workspace, polyglot_sandbox)  # type: ignore[arg-type]
+    assert result.score == 0.0 and result.flags == ("tamper_suspect",), result
+    assert "pig_latin.go: file, process or environment access: import os" in (result.error or ""), result

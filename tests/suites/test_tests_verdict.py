@@ -538,14 +538,22 @@ def test_scan_has_no_false_positives_on_honest_code() -> None:
 @pytest.mark.parametrize(
     "language,source,found",
     [
-        ("go", 'package x\nimport "os"\nfunc F() { os.Exit(0) } // os.Exit(1)\n', ["early exit: os.Exit"]),
-        ("rust", "pub fn f() { std::process::exit(0) }\n", ["early exit: process::exit"]),
+        (
+            "go",
+            'package x\nimport "os"\nfunc F() { os.Exit(0) } // os.Exit(1)\n',
+            ["early exit: os.Exit", "file, process or environment access: import os"],
+        ),
+        (
+            "rust",
+            "pub fn f() { std::process::exit(0) }\n",
+            ["early exit: process::exit", "file, process or environment access: ::process"],
+        ),
         ("javascript", "export const f = () => process.exit(0);\n", ["early exit: process.exit"]),
         ("java", "class A { void f() { System.exit(0); } }\n", ["early exit: System.exit"]),
-        ("cpp", "#include <cstdlib>\nint f() { std::exit(0); }\n/* abort() */\n", ["early exit: std::exit("]),
+        ("cpp", "#include <cstdlib>\nint f() { std::exit(0); }\n/* abort() */\n", ["early exit: std::exit"]),
         ("cpp", "int f() { return 1; }\n", []),
         # a "//" inside a string starts no comment: the exit after it is still read
-        ("cpp", 'auto s = "//"; int f() { std::exit(0); }\n', ["early exit: std::exit("]),
+        ("cpp", 'auto s = "//"; int f() { std::exit(0); }\n', ["early exit: std::exit"]),
         (
             "go",
             'package x\nimport (\n\tu "unsafe"\n\t"fmt"\n)\n',
@@ -568,7 +576,12 @@ def test_scan_has_no_false_positives_on_honest_code() -> None:
             ["runtime or test-runner patching: macro_rules! assert_eq"],
         ),
         ("rust", "#[no_mangle]\npub extern fn main() {}\n", ["runtime or test-runner patching: #[no_mangle"]),
-        ("rust", "fn f(p: &str) -> String { std::fs::read_to_string(p).unwrap() }\n", []),
+        # files are the candidate's only where the exercise's own solution reads them (rust/grep: allowed)
+        (
+            "rust",
+            "fn f(p: &str) -> String { std::fs::read_to_string(p).unwrap() }\n",
+            ["file, process or environment access: ::fs"],
+        ),
         (
             "rust",
             "impl PartialEq<Vec<u32>> for Out { fn eq(&self, _: &Vec<u32>) -> bool { true } }\n",
@@ -614,6 +627,88 @@ def test_scan_other_languages(language: str, source: str, found: list[str]) -> N
     """Each language's routes to a forged verdict: early exits, the process and its files, the test
     framework's parts, and comparisons that ignore what they compare."""
     assert scan.findings(source, language) == found
+
+
+# The same routes under another name: an alias, a dot or glob or static import, a reference instead of a
+# call, blanks around a selector, a method reference, unicode escapes, raw identifiers, a name pasted or
+# built by a macro. Each was read as clean before; the finding each must bring is listed.
+ANOTHER_NAME = [
+    ("go", 'package x\nimport o "os"\nfunc F() { o.Exit(0) }\n', "import os"),
+    ("go", 'package x\nimport . "os"\nfunc F() { Exit(0) }\n', "import os"),
+    (
+        "go",
+        'package x\nimport ("flag"; "testing")\nfunc init() { testing.Init(); flag.Set("test.run", "^$") }\n',
+        "import flag",
+    ),
+    ("go", 'package x\nimport "io/ioutil"\nvar b, _ = ioutil.ReadFile("x_test.go")\n', "import io/ioutil"),
+    ("go", 'package x\nimport _ "embed"\n//go:embed x_test.go\nvar t string\n', "import embed"),
+    ("rust", "use std::process as p;\npub fn f() { p::exit(0) }\n", "::process"),
+    ("rust", "use std::process::*;\npub fn f() { exit(0) }\n", "::process"),
+    ("rust", "use std::{io, process::{exit as quit}};\npub fn f() { quit(0) }\n", "use process"),
+    ("rust", "pub fn f() { std::r#process::r#exit(0) }\n", "early exit: process::exit"),
+    ("rust", "pub fn f() { std :: process :: exit(0) }\n", "early exit: process::exit"),
+    ("rust", "use std::io::{stdout as o, Write};\n", "stdout"),
+    ("rust", "macro_rules! m { ($a:ident) => { std::$a::exit(0) } }\npub fn f() { m!(process) }\n", "$a::"),
+    ("javascript", "const p = process;\nexport const f = () => p.exit(0);\n", "access: process"),
+    ("javascript", "const { exit } = process;\nexport const f = () => exit(0);\n", "access: process"),
+    ("javascript", "export const f = () => process?.exit(0);\n", "early exit: process.exit"),
+    ("javascript", "export const f = () => \\u0070rocess.exit(0);\n", "early exit: process.exit"),
+    ("javascript", "const cp = require('child_' + 'process');\n", "access: require"),
+    ("javascript", "const r = require;\nr('fs');\n", "access: require"),
+    ("javascript", "module['req' + 'uire']('fs');\n", "access: module["),
+    ("javascript", "export const f = () => import('node:' + 'fs');\n", "access: import("),
+    ("javascript", "const { Worker } = require('worker_threads');\n", "require('worker_threads'"),
+    (
+        "java",
+        "import static java.lang.System.*;\nclass A { void f() { exit(0); } }\n",
+        "import static java.lang.System",
+    ),
+    ("java", "class A { void f() { System . exit(0); } }\n", "early exit: System.exit"),
+    ("java", "class A { java.util.function.IntConsumer e = System::exit; }\n", "early exit: System.exit"),
+    ("java", "class A { void f() { System.\\u0065xit(0); } }\n", "early exit: System.exit"),
+    (
+        "java",
+        'class A { void f() throws Exception { new java.io.PrintWriter("r.xml").close(); } }\n',
+        "java.io",
+    ),
+    (
+        "java",
+        'class A { void f() throws Exception { new java.util.Formatter("r.xml").close(); } }\n',
+        "Formatter",
+    ),
+    (
+        "cpp",
+        "#include <cstdlib>\nauto e = &std::exit;\nint f() { e(0); return 0; }\n",
+        "early exit: std::exit",
+    ),
+    (
+        "cpp",
+        "#include <cstdlib>\nnamespace s = std;\nint f() { s::exit(0); return 0; }\n",
+        "early exit: exit",
+    ),
+    ("cpp", "#define E(a, b) a##b\nint f() { E(ex, it)(0); return 0; }\n", "patching: ##"),
+    ("cpp", "int f() { __builtin_exit(0); return 0; }\n", "early exit: __builtin_exit"),
+    ("cpp", "auto s = &std::system;\n", "access: std::system"),
+    ("cpp", '#include <string>\nstd::basic_ofstream<char> f("report.xml");\n', "access: std::basic_ofstream"),
+    (
+        "java",
+        'class A { void f() throws Exception { System.class.getMethod("ex" + "it", int.class).invoke(null, 0); } }\n',
+        "getMethod",
+    ),
+    (
+        "java",
+        'class A { Object f() throws Exception { return ClassLoader.getSystemClassLoader().loadClass("x"); } }\n',
+        "ClassLoader",
+    ),
+    ("rust", "use libc as l;\npub fn f() { unsafe { l::_exit(0) } }\n", "access: libc"),
+    ("cargo", '[package]\nname = "x"\n[dependencies]\nlibc = "0.2"\n', "system crate: libc ="),
+]
+
+
+@pytest.mark.parametrize("language,source,finding", ANOTHER_NAME)
+def test_the_scan_sees_a_route_under_another_name(language: str, source: str, finding: str) -> None:
+    found = scan.findings(source, language)
+    assert any(finding in f for f in found), found
 
 
 def test_the_example_solutions_of_every_language_pass_the_scan() -> None:
@@ -672,7 +767,10 @@ def test_rust_per_test_results_and_early_exits(tmp_path: Path, monkeypatch: pyte
     exiting = RUST_WRONG.replace("a + 1", "std::process::exit(0)")
     early = verdict.judge(ids, _rust(tmp_path / "exit", exiting), fractional=False, what="tests")
     assert early["score"] == 0.0 and "ended early" in early["error"]
-    assert scan.findings(exiting, "rust") == ["early exit: process::exit"]
+    assert scan.findings(exiting, "rust") == [
+        "early exit: process::exit",
+        "file, process or environment access: ::process",
+    ]
     # A forged "ok" line for a failing test loses to libtest's own "FAILED" line.
     forged = RUST_WRONG.replace("a + 1", 'println!("test doubles ... ok"); a + 1')
     lying = verdict.judge(ids, _rust(tmp_path / "lie", forged), fractional=False, what="tests")

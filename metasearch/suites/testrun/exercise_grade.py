@@ -8,7 +8,8 @@ mode, the ``expected`` test ids. Modes:
 - ``expect`` (a trusted run, no candidate code): the example solution in place, collect the test ids and
   run both harnesses; prints ``{"ids", "score", "error"}`` for the host to cache per exercise content;
 - ``grade``: the candidate's solution files (regular files only) in place of the stubs, the static scan
-  of what they add over the stubs (``tamper_suspect``; Cargo.toml included), then, against the expected
+  of what they add over the stubs (``tamper_suspect``; Cargo.toml included) less what the example solution
+  adds too (``allowed``, from the host: what the exercise itself asks for), then, against the expected
   ids (all-or-nothing): Python ``verdict.run_and_judge`` (two harnesses), Rust libtest's stdout and log
   file (``libtest.py``), C++ Catch2's JUnit and XML reports (``catch2.py``), JavaScript jest's JSON
   report and verbose lines (``jest.py``), Java the JUnit console launcher's XML reports of a grader-made
@@ -25,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -97,6 +99,7 @@ def main(argv: list[str]) -> dict[str, Any]:
                 f.write(text)
             taken += 1
     metrics = {"solution_files": float(taken)}
+    found = list((Counter(found) - Counter(spec.get("allowed") or [])).elements())
     if found:
         return {**verdict.failure(", ".join(found[:3]), [verdict.TAMPER]), "metrics": metrics}
     if spec.get("expected") is None:

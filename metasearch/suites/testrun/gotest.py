@@ -9,9 +9,12 @@ ids are ``go::<test name>``, parents and subtests alike (``TestX``, ``TestX/case
 
 Each transcript gets its end record only when the package reports a final verdict (``ok``/``FAIL``);
 its exit status (0, or 1 after a failure) must match ``go``'s. A build or vet failure prints no
-per-test events and ``FAIL`` for the package: no expected test passed. Weaker than the Python harnesses,
-like ``libtest.py``: both transcripts come from the test binary's stdout, so a candidate that prints
-forged result lines (and evades the early-exit scan, ``os.Exit``) can still lie.
+per-test events and ``FAIL`` for the package: no expected test passed. Both transcripts come from the
+test binary's stdout, so printed lines (``\x16``-framed like test2json's own) can claim any result; what
+they cannot change is the exit status, which a failing test makes 1. Ending the binary with 0, or keeping
+the tests from running, takes ``os``, ``flag``, ``testing``, ``runtime``, ``syscall`` or cgo, and the scan
+allows a Go solution only imports of pure computation (``scan.GO_PURE``), under whatever name they are
+imported (an alias or a dot import of ``os`` scored 1.0 on a wrong answer before).
 """
 
 from __future__ import annotations

@@ -16,12 +16,17 @@ summary, whose counts must match the lines. Its exit status (``success``, or any
 must match jest's (0 or 1), else ``judge`` calls it a forced exit.
 
 Weaker than the Python harnesses, like ``libtest.py``: jest runs a single spec file in its own process,
-so candidate code could write both the report file and matching lines; the scan (``scan.py``), a check
-that the spec files are unchanged after the run, and a grader-owned setup file (``jest_guard.js``: no
-``exit``/``abort``/``kill`` on the spec file's process object, no value with a matcher hook handed to
-``expect()``) stand in its way. An early ``process.exit(0)`` leaves no
-report and no summary: the run ended early. Tested with jest 29 from the npm registry on benchmark-shaped
-fixtures and in the polyglot image (Node 20, jest 29.7) on benchmark exercises.
+in the realm of the code under test, so that code could write both the report file and matching lines,
+or change what the assertions rest on. The scan (``scan.py``), a check that the spec files are unchanged
+after the run, and a grader-owned setup file (``jest_guard.js``, loaded before the spec and the code under
+test) stand in its way. The guard refuses a value with a matcher hook handed to ``expect()``; makes the
+test framework's globals, its matchers and equality testers and the built-ins they call (``Object.is``,
+``Array.prototype.every`` ...) impossible to replace; takes code from strings (``Function``, every
+function's ``constructor``, ``eval``) and the process's ``exit``/``abort``/``kill``/``getBuiltinModule``/
+``binding`` away. Every refusal it throws is read from the output and flags the run (``tamper_suspect``,
+``verdict.GUARD_REFUSED``). An early ``process.exit(0)`` leaves no report and no summary: the run ended
+early. Tested with jest 29 from the npm registry on benchmark-shaped fixtures and in the polyglot image
+(Node 20, jest 29.7) on benchmark exercises.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import shutil
 import tempfile
 from typing import Any
 
+from . import verdict
 from .channel import Run, guard_grader, kill_orphans
 from .libtest import run_process
 
@@ -44,6 +50,8 @@ SKIPPED_PREFIX = re.compile(r"\bx(test|it)\(")
 HEADER = re.compile(r"^(PASS|FAIL) (?:\./)?(.+?)\s*(?:\(\d.*\))?$")
 LINE = re.compile(r"^( +)([✓✕○✎√×]) (?:(?:skipped|todo) )?(.*?)(?: \(\d+(?:\.\d+)? m?s\))?$")
 SUMMARY = re.compile(r"^Tests:\s+(.*?)(\d+) total\s*$", re.M)
+# What jest_guard.js throws when the code under test reaches for the framework, the built-ins or the process
+GUARD_REFUSAL = re.compile(r"metasearch: (the code under test tried to [a-z -]+)")
 MARKS = {"✓": "passed", "√": "passed", "✕": "failed", "×": "failed", "○": "skipped", "✎": "skipped"}
 STATUS = {"passed": "passed", "failed": "failed"}  # pending, skipped, todo, disabled: dropped
 
@@ -74,6 +82,9 @@ def run_jest_tests(work: str, test_files: list[str], *, timeout_s: float) -> lis
     with contextlib.suppress(OSError, ValueError), open(report, encoding="utf-8") as f:
         read_report(runs[0], json.load(f), work, test_files)
     read_verbose(runs[1], out, test_files)
+    for refusal in sorted(set(GUARD_REFUSAL.findall(out)))[:1]:
+        for run in runs:
+            run.records.append({"t": "tamper", "what": f"{verdict.GUARD_REFUSED} it: {refusal}"})
     for rel, text in placed.items():
         if _read(os.path.join(work, rel)) != text:
             for run in runs:

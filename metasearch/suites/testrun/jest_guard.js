@@ -1,10 +1,23 @@
-// Loaded by the grader into every spec file's environment before its tests (jest --setupFilesAfterEnv):
-// a value handed to expect() that carries a matcher hook (asymmetricMatch, jest's own way of writing
-// "anything of this shape") would equal whatever the test compares it with. It is refused, and the
-// test fails with a reason the grader reads. Grader-owned, outside the exercise folder.
+// Loaded by the grader into every spec file's environment before the spec and the code under test
+// (jest --setupFilesAfterEnv). Grader-owned, outside the exercise folder. The code under test shares this
+// realm with jest's expect and runner, so whatever they rely on is made unchangeable here, before any of
+// its code runs; an attempt fails the test with a reason the grader reads (a thrown "metasearch: ..."):
+//
+// - values handed to expect() that carry a matcher hook (asymmetricMatch: "equals anything") are refused;
+// - the test framework's globals (test, it, describe, expect, jest, hooks), their methods, the matchers
+//   and custom equality testers cannot be replaced or extended;
+// - the built-ins expect and the runner call (Object.is, Object.keys, Array.isArray, the methods of
+//   Object.prototype, Array.prototype, Map, Set, String, the iterators ...) cannot be replaced, nor the
+//   global names that lead to them; assigning such a name on one's own object still works;
+// - code cannot be made from strings (Function and its async/generator kin, eval);
+// - the spec file's process object cannot end the run early or load Node's built-in modules by name.
 'use strict';
 
 const MARK = 'metasearch: a value that equals anything';
+const PATCH = 'metasearch: the code under test tried to replace a part of the test framework';
+const EXIT = 'metasearch: the code under test tried to end the test process';
+const CODE = 'metasearch: the code under test tried to make code from a string';
+const MODULES = 'metasearch: the code under test tried to load a built-in module through process';
 const real = globalThis.expect;
 
 function claimsAnything(value, seen, depth) {
@@ -44,20 +57,145 @@ const guarded = new Proxy(real, {
     return Reflect.apply(target, self, args);
   },
 });
-Object.defineProperty(globalThis, 'expect', { value: guarded, writable: false, configurable: false });
 
-// The spec file's process object (jest's own, one per test file) cannot end the run early: a hidden
-// process.exit(0) after forging the report would otherwise leave a complete-looking run.
-const EXIT = 'metasearch: the code under test tried to end the test process';
-for (const name of ['exit', 'reallyExit', 'abort', 'kill']) {
+function refuse(message) {
+  return function refused() {
+    throw new Error(message);
+  };
+}
+
+// A property that reads as before and cannot be redefined. Writing it on `owner` itself throws; writing
+// it on an object that inherits it makes that object's own property, as a data property would.
+function lock(owner, key) {
+  const desc = Object.getOwnPropertyDescriptor(owner, key);
+  if (!desc || !desc.configurable) return;
+  if (!('value' in desc)) {
+    Object.defineProperty(owner, key, { ...desc, configurable: false });
+    return;
+  }
+  const value = desc.value;
+  Object.defineProperty(owner, key, {
+    get() {
+      return value;
+    },
+    set(next) {
+      if (this === owner) throw new Error(`${PATCH}: ${String(key)}`);
+      Object.defineProperty(this, key, { value: next, writable: true, enumerable: true, configurable: true });
+    },
+    enumerable: desc.enumerable,
+    configurable: false,
+  });
+}
+
+function lockAll(owner) {
+  if (owner === null || (typeof owner !== 'object' && typeof owner !== 'function')) return;
+  for (const key of Reflect.ownKeys(owner)) lock(owner, key);
+}
+
+// lockAll on `value` and on every object or function its properties hold (prototypes aside)
+function deepLock(value, seen = new Set()) {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function') || seen.has(value)) return;
+  seen.add(value);
+  for (const key of Reflect.ownKeys(value)) {
+    const desc = Object.getOwnPropertyDescriptor(value, key);
+    if (desc && 'value' in desc && key !== 'prototype') deepLock(desc.value, seen);
+  }
+  if (Array.isArray(value)) Object.freeze(value);
+  else lockAll(value);
+}
+
+// A global name that keeps its value: assigning it throws, redefining it is impossible.
+function pin(name, value) {
+  Object.defineProperty(globalThis, name, {
+    get() {
+      return value;
+    },
+    set() {
+      throw new Error(`${PATCH}: ${name}`);
+    },
+    enumerable: false,
+    configurable: false,
+  });
+}
+
+// The polyfills the exercises' babel preset injects (core-js, by usage) replace some built-ins when they
+// load: all of them load now, from the exercise's own node_modules, so that what the code under test loads
+// later is already in jest's module registry and changes nothing.
+try {
+  require(require.resolve('core-js/stable', { paths: [process.cwd()] }));
+} catch (error) {
+  // an exercise without core-js: the preset injects nothing from it
+}
+
+// Code from strings: one stand-in for Function and every function's `constructor`, so that
+// `fn.constructor === Function` and `fn instanceof Function` still hold.
+const FunctionStandIn = refuse(CODE);
+Object.defineProperty(FunctionStandIn, 'name', { value: 'Function' });
+Object.defineProperty(FunctionStandIn, 'prototype', { value: Function.prototype });
+const functionKinds = [function () {}, async function () {}, function* () {}, async function* () {}];
+for (const kind of functionKinds) {
+  Object.defineProperty(Object.getPrototypeOf(kind), 'constructor', { value: FunctionStandIn });
+}
+pin('Function', FunctionStandIn);
+pin('eval', refuse(CODE));
+
+// Built-ins: their global names, their static methods, their prototypes' methods and the iterators.
+const BUILT_INS = [
+  'Object', 'Array', 'String', 'Number', 'Boolean', 'Symbol', 'BigInt', 'Map', 'Set', 'WeakMap', 'WeakSet',
+  'RegExp', 'Promise', 'Math', 'JSON', 'Reflect', 'Proxy', 'ArrayBuffer', 'DataView', 'Int8Array',
+  'Uint8Array', 'Uint8ClampedArray', 'Int16Array', 'Uint16Array', 'Int32Array', 'Uint32Array',
+  'Float32Array', 'Float64Array', 'BigInt64Array', 'BigUint64Array', 'isNaN', 'isFinite', 'parseInt',
+  'parseFloat',
+];
+lockAll(Function.prototype);
+for (const kind of functionKinds.slice(1)) lockAll(Object.getPrototypeOf(kind));
+for (const name of BUILT_INS) {
+  const value = globalThis[name];
+  if (value === undefined) continue;
+  lockAll(value);
+  if (typeof value === 'function' && value.prototype) lockAll(value.prototype);
+  pin(name, value);
+}
+const typedArray = Object.getPrototypeOf(Int8Array);
+lockAll(typedArray);
+lockAll(typedArray.prototype);
+const iterators = [[][Symbol.iterator](), new Map()[Symbol.iterator](), new Set()[Symbol.iterator](), ''[Symbol.iterator]()];
+for (const iterator of iterators) {
+  lockAll(Object.getPrototypeOf(iterator));
+  lockAll(Object.getPrototypeOf(Object.getPrototypeOf(iterator)));
+}
+
+// The test framework: globals, their methods, the matchers and the equality testers.
+const matchersHolder = globalThis[Symbol.for('$$jest-matchers-object')];
+if (matchersHolder) {
+  for (const key of ['matchers', 'customEqualityTesters']) {
+    deepLock(matchersHolder[key]);
+    lock(matchersHolder, key);
+  }
+}
+deepLock(real);
+pin('expect', guarded);
+const FRAMEWORK = [
+  'test', 'it', 'describe', 'xtest', 'xit', 'xdescribe', 'fit', 'fdescribe', 'beforeAll', 'beforeEach',
+  'afterAll', 'afterEach', 'jest', 'pending', 'fail',
+];
+for (const name of FRAMEWORK) {
+  if (!(name in globalThis)) continue;
+  const value = globalThis[name];
+  if (name === 'jest') lockAll(value);
+  else deepLock(value);
+  pin(name, value);
+}
+
+// The spec file's process object (jest's own, one per test file): no early end (a hidden process.exit(0)
+// after forging the report would otherwise leave a complete-looking run), no built-in modules by name.
+const PROCESS_PARTS = {
+  exit: EXIT, reallyExit: EXIT, abort: EXIT, kill: EXIT, _kill: EXIT,
+  getBuiltinModule: MODULES, binding: MODULES, _linkedBinding: MODULES, dlopen: MODULES,
+};
+for (const [name, message] of Object.entries(PROCESS_PARTS)) {
   try {
-    Object.defineProperty(process, name, {
-      value: () => {
-        throw new Error(EXIT);
-      },
-      writable: false,
-      configurable: false,
-    });
+    Object.defineProperty(process, name, { value: refuse(message), writable: false, configurable: false });
   } catch (error) {
     // a property jest made unconfigurable stays as it is
   }

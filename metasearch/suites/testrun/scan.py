@@ -7,7 +7,13 @@ that already parses ``sys.argv`` in a CLI is not held against a patch. Python is
 continuations, spacing and comments do not hide or invent a match; ``sys.exit``/``exit()``/``quit()``
 inside ``if __name__ == "__main__":`` blocks are allowed. Other languages get a regex scan of the code with
 comments stripped (string literals kept whole) for early exits, the process, its files and environment,
-the test framework's parts, and Go's compiler directives. Every language's equality definitions are read
+the test framework's parts, and Go's compiler directives. A route is found under another name too: the
+code is read as its compiler reads names (Java's and JavaScript's ``\\u`` escapes, Rust's ``r#``), blanks
+around ``.``/``::`` and Java's method references (``System::exit``) are normalised, Go imports must be of
+pure computation (``GO_PURE``: an alias or dot import of ``os`` hides nothing), Rust's forbidden modules
+are found anywhere in a path or use tree, C++'s exits are found as references (``&std::exit``) and
+through token pasting, and JavaScript's ``process``, ``require`` and ``import()`` anywhere but in a plain
+call with one literal. Every language's equality definitions are read
 too: one that never looks at what it compares (``__eq__``, Rust ``eq``, Java ``equals``, C++
 ``operator==``) makes a value that passes every equality assertion.
 
@@ -63,10 +69,21 @@ GRADER_FILES = "reading grader files"
 # --scan`` checks that on a checkout).
 _NODE_MODULES = (
     "fs|fs/promises|child_process|vm|module|v8|inspector|cluster|process|net|dgram|http|https|http2|repl|tls"
-    "|async_hooks|perf_hooks|trace_events|wasi|os|jest\\S*|@jest/\\S+|expect"
+    "|async_hooks|perf_hooks|trace_events|wasi|os|worker_threads|diagnostics_channel|dns|jest\\S*|@jest/\\S+"
+    "|expect"
 )
-# Go packages that reach the process, the system or memory directly (cgo's "C" included)
-GO_IMPORTS = r"os/exec|os/signal|syscall|golang\.org/x/sys/.*|unsafe|plugin|C|runtime/debug|internal/.*"
+# The Go packages a solution may import: pure computation. Any other import (os, flag, testing, runtime,
+# syscall, unsafe, embed, cgo's "C" ...) reaches the process, its files or the test binary, under whatever
+# name it is imported as (an alias or a dot import hides nothing from an import path).
+GO_PURE = (
+    r"bufio|bytes|cmp|container/(heap|list|ring)|encoding/(json|hex|base32|base64|binary|csv)|errors|fmt"
+    r"|hash(/(adler32|crc32|crc64|fnv|maphash))?|io|iter|maps|math(/(big|bits|cmplx|rand(/v2)?))?|reflect"
+    r"|regexp(/syntax)?|slices|sort|strconv|strings|sync(/atomic)?|text/(scanner|tabwriter)|time|unicode"
+    r"|unicode/(utf8|utf16)|crypto/(md5|sha1|sha256|sha512|rand)"
+)
+# Rust modules that reach the process, its files, the system or the compiler's internals, named anywhere
+# in a path or a use tree (``use std::{process as p}``, ``use std::process::*``, ``r#process``).
+RUST_MODULES = r"process|env|fs|net|os|ffi|arch|intrinsics|backtrace"
 OTHER_LANGUAGES: dict[str, list[tuple[str, str]]] = {
     "go": [
         (
@@ -91,7 +108,8 @@ OTHER_LANGUAGES: dict[str, list[tuple[str, str]]] = {
             ACCESS,
             r"\bfs::(write|remove\w*|rename|copy|create_dir\w*|read_dir|set_permissions|hard_link|soft_link"
             r"|symlink\w*)\b|\bFile::create\b|\bOpenOptions\b|\bstd::(net|os)\b|\bprocess::Command\b|\bCommand::new\b"
-            r"|\blibc::|\bextern\s+\"C\"|\b(global_)?asm!|\bio::(stdout|stderr)\b",
+            r"|\b(libc|nix|rustix|errno)\b|\bextern\s+\"C\"|\b(global_)?asm!|\b(stdout|stderr)\b"
+            rf"|\b({RUST_MODULES})::|::\{{?\s*({RUST_MODULES})\b",
         ),
         (GRADER_FILES, r"\binclude(_str|_bytes)?!|#\s*\[\s*path\b"),
         (
@@ -99,14 +117,17 @@ OTHER_LANGUAGES: dict[str, list[tuple[str, str]]] = {
             r"#\s*\[\s*(no_mangle|export_name|link_section|link|used)\b"
             r"|#!\s*\[\s*(feature|no_std|no_main|test_runner|reexport_test_harness_main)\b"
             r"|macro_rules!\s*(assert\w*|debug_assert\w*|panic|unreachable|unimplemented|todo|matches)\b"
-            r"|\bpanic::(set_hook|take_hook|always_abort)\b",
+            r"|\bpanic::(set_hook|take_hook|always_abort)\b|\$(?!crate\b)\w+\s*::",
         ),
     ],
     "javascript": [
         (EARLY_EXIT, r"\bprocess\.(exit|abort|kill|reallyExit)\b|\bprocess\["),
         (
             ACCESS,
-            r"(?<![\w.$])process\s*\.\s*(?!(exit|abort|kill|reallyExit)\b)\w+|\b(require|import)\s*\(\s*(?![\"'`])"
+            r"(?<![\w.$])process\s*\.\s*(?!(exit|abort|kill|reallyExit)\b)\w+"
+            r"|(?<![\w.$])process\b(?!\s*[.\[:(])|\bgetBuiltinModule\b"
+            r"|\brequire\b(?!\s*\(\s*[\"'][^\"'`$]*[\"']\s*\))|\bimport\s*\((?!\s*[\"'][^\"'`$]*[\"']\s*\))"
+            r"|(?<![\w.$])module\s*\.\s*(?!exports\b)\w+|(?<![\w.$])module\s*\["
             rf"|\b(require\s*\(|from|import)\s*[\"'`](node:)?({_NODE_MODULES})[\"'`/]",
         ),
         (
@@ -119,24 +140,35 @@ OTHER_LANGUAGES: dict[str, list[tuple[str, str]]] = {
         ),
     ],
     "java": [
-        (EARLY_EXIT, r"\bSystem\.exit\b|\bRuntime\.getRuntime\(\)\.(halt|exit)\b|\baddShutdownHook\b"),
+        (
+            EARLY_EXIT,
+            r"\bSystem\.exit\b|\bRuntime\.getRuntime\(\)\.(halt|exit)\b|\baddShutdownHook\b"
+            r"|\bimport\s+static\s+java\.lang\.(System|Runtime|ProcessHandle|Thread)\b",
+        ),
         (OUTPUT, r"\bSystem\.(setOut|setErr|console)\b|\bFileDescriptor\b"),
         (
             ACCESS,
             r"\bjava\.nio\.file\b|\b(Files|Paths|Path)\.\w|\bnew\s+(File|FileWriter|FileOutputStream|FileReader"
             r"|FileInputStream|RandomAccessFile|PrintStream|ProcessBuilder)\b|\bRuntime\.getRuntime\b"
             r"|\bProcessHandle\b|\bSystem\.(getenv|getProperty|setProperty|getProperties|load|loadLibrary)\b"
-            r"|\bjava\.io\.(File|FileWriter|FileOutputStream|FileReader|FileInputStream|RandomAccessFile)\b",
+            r"|\bjava\.(io|nio|net|rmi|sql|beans)\b|\bjava\.util\.(logging|jar|zip|prefs|spi)\b|\bjavax\.\w"
+            r"|\bcom\.sun\.|\bnew\s+(java\.util\.)?Formatter\s*\(\s*[^)\s]",
         ),
         (
             PATCHING,
             r"\bjava\.lang\.(reflect(?!\.Array\b)|instrument|invoke)\b|\b(setAccessible|getDeclaredFields?|getDeclaredMethods?"
-            r"|getDeclaredConstructors?|forName|getClassLoader|defineClass|getStackTrace)\b|\bsun\.misc\b"
+            r"|getDeclaredConstructors?|forName|getClassLoader|defineClass|getStackTrace|getMethods?|getFields?"
+            r"|getConstructors?|getRecordComponents|loadClass|ClassLoader|ModuleLayer|(?<!Array\.)newInstance)\b"
+            r"|\.\s*invoke\s*\(|\bsun\.misc\b"
             r"|\bjdk\.internal\b|\bMethodHandles\b|\bStackWalker\b|\borg\.(junit|opentest4j|assertj|apiguardian)\b",
         ),
     ],
     "cpp": [
-        (EARLY_EXIT, r"(?<![\w.])(std::)?(_Exit|exit|quick_exit|abort|_exit|atexit|at_quick_exit)\s*\("),
+        (
+            EARLY_EXIT,
+            r"(?<![\w.>])(std::|::)?(_Exit|exit|quick_exit|abort|_exit|atexit|at_quick_exit)\b(?!\s*[.:])"
+            r"|\b__builtin_\w*(exit|Exit|abort|trap)\b",
+        ),
         (
             OUTPUT,
             r"(?<![\w.])(std::)?(cout|cerr|clog|stdout|stderr)\b"
@@ -145,9 +177,9 @@ OTHER_LANGUAGES: dict[str, list[tuple[str, str]]] = {
         ),
         (
             ACCESS,
-            r"(?<![\w.])(std::)?(ofstream|ifstream|fstream|filebuf|filesystem)\b"
-            r"|(?<![\w.])(std::)?(fopen|freopen|dup2|fork|vfork|exec[lv]\w*|system|popen|syscall|ptrace|getenv"
-            r"|setenv|putenv|sigaction|dlopen|dlsym|mmap|mprotect)\s*\("
+            r"(?<![\w.])(std::)?(basic_)?(ofstream|ifstream|fstream|filebuf|filesystem)\b"
+            r"|(?<![\w.>])(std::|::)?(fopen|freopen|dup2|fork|vfork|exec[lv]\w*|system|popen|syscall|ptrace|getenv"
+            r"|setenv|putenv|sigaction|dlopen|dlsym|mmap|mprotect)\b(?!\s*[.:])"
             r"|(?<![\w.>)\]])::\s*(open|creat|dup|pipe|kill|raise|signal)\s*\("
             r"|#\s*include\s*<(unistd\.h|fcntl\.h|sys/[\w/]+\.h|signal\.h|csignal|dlfcn\.h|fstream|filesystem"
             r"|spawn\.h)>|\b(__asm__|asm)\b|__attribute__\s*\(\s*\(\s*(constructor|destructor)",
@@ -155,7 +187,7 @@ OTHER_LANGUAGES: dict[str, list[tuple[str, str]]] = {
         (
             PATCHING,
             r"#\s*(define|undef)\s+(TEST_CASE\w*|REQUIRE\w*|CHECK\w*|SECTION|CATCH\w*|INTERNAL_CATCH\w*|main|exit"
-            r"|TEST\w*)\b|\bCatch::|\bnamespace\s+Catch\b|#\s*include\s*[\"<]catch",
+            r"|TEST\w*)\b|\bCatch::|\bnamespace\s+Catch\b|#\s*include\s*[\"<]catch|##",
         ),
     ],
     # A manifest can replace the test harness or run a build script: what it adds beyond the stub is flagged.
@@ -165,6 +197,7 @@ OTHER_LANGUAGES: dict[str, list[tuple[str, str]]] = {
             "test harness or build change",
             r"\[\[?(lib|bin|test|bench|example|target|patch|replace|profile|workspace)\b",
         ),
+        ("system crate", r"(?m)^\s*\"?(libc|nix|rustix|errno|memmap2?|tempfile|walkdir|glob)\"?\s*="),
     ],
 }
 LANGUAGE_OF_SUFFIX = {
@@ -192,14 +225,23 @@ def language_of(path: str) -> str | None:
 def findings(text: str, language: str = "python") -> list[str]:
     """Every finding in ``text``, as ``"what: matched text"`` (repeated once per occurrence)."""
     if language != "python":
-        code = _strip_comments(text, language)
+        text = _unescape(text, language)
+        stripped = _strip_comments(text, language)
+        code = _joined(stripped, language)
         rules = OTHER_LANGUAGES.get(language, [])
         found = [f"{what}: {m.group(0).strip()}" for what, pat in rules for m in re.finditer(pat, code)]
         if language == "go":  # compiler directives are comments: read them before the comments go
             found += [f"{PATCHING}: {m.group(0)}" for m in re.finditer(r"//go:(linkname|cgo_\w+)\b", text)]
             found += [
-                f"{ACCESS}: import {path}" for path in _go_imports(code) if re.fullmatch(GO_IMPORTS, path)
+                f"{ACCESS}: import {path}"
+                for path in _go_imports(stripped)
+                if not re.fullmatch(GO_PURE, path)
             ]
+        if language == "rust":  # a use tree names its modules anywhere inside its braces
+            for use in re.finditer(r"\buse\b[^;]*;", code):
+                found += [
+                    f"{ACCESS}: use {m.group(0)}" for m in re.finditer(rf"\b({RUST_MODULES})\b", use.group(0))
+                ]
         return found + _equality_findings(code, language)
     code, strings = _normalize(_outside_main(text))
     found = [f"{what}: {m.group(0)}" for what, pat in PYTHON_CODE for m in re.finditer(pat, code)]
@@ -311,6 +353,36 @@ def _is_main_guard(test: ast.expr) -> bool:
 _C_FAMILY_TOKENS = re.compile(
     r"\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n]){1,8}'|`(?:\\.|[^`\\])*`|(//[^\n]*|/\*.*?\*/)", re.S
 )
+
+
+def _unescape(text: str, language: str) -> str:
+    """The text as the compiler reads its names. Java turns every ``\\uXXXX`` (any number of ``u``) into its
+    character before it reads anything else; JavaScript names may be spelled with ``\\uXXXX`` and
+    ``\\u{X}``; Rust's raw identifiers (``r#exit``) are the plain names."""
+    if language == "java":
+        return re.sub(r"\\u+([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), text)
+    if language == "javascript":
+
+        def name_char(m: re.Match[str]) -> str:
+            char = chr(int(m.group(1) or m.group(2), 16))
+            return char if char.isalnum() or char in "_$" else m.group(0)
+
+        return re.sub(r"\\u(?:([0-9a-fA-F]{4})|\{([0-9a-fA-F]{1,6})\})", name_char, text)
+    if language == "rust":
+        return re.sub(r"\br#(?=[A-Za-z_])", "", text)
+    return text
+
+
+def _joined(code: str, language: str) -> str:
+    """Selectors written as the rules expect them: no blanks around ``.`` and ``::`` (``os . Exit``), Java's
+    method references as calls' names (``System::exit``), JavaScript's optional chaining as a plain
+    selector (``process?.exit``)."""
+    code = re.sub(r"\s*(::|(?<![.\d])\.(?![.\d]))\s*", r"\1", code)
+    if language == "java":
+        code = code.replace("::", ".")
+    if language == "javascript":
+        code = code.replace("?.", ".")
+    return code
 
 
 def _strip_comments(text: str, language: str) -> str:

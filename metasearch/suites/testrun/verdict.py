@@ -26,6 +26,7 @@ from typing import Any
 from .channel import Run, run_harness
 
 TAMPER = "tamper_suspect"
+GUARD_REFUSED = "a grader-owned guard refused"  # a setup file in the test process (jest_guard.js)
 ALWAYS_EQUAL = "always-equal class"  # harness.ALWAYS_EQUAL
 WATCHED = "watched"  # harness.WATCH: what the audit hook saw the code under test do
 INCONSISTENT = "inconsistent_results"
@@ -170,6 +171,8 @@ def _distrust(run: Run) -> str | None:
     tampered = [r.get("what") for r in run.records if r.get("t") == "tamper"]
     if not tampered:
         return None
+    if isinstance(tampered[0], str) and tampered[0].startswith(GUARD_REFUSED):
+        return tampered[0]
     if any(str(what).startswith(ALWAYS_EQUAL) for what in tampered[0] or []):
         return f"a value that equals anything appeared during the run: {tampered[0]}"
     if watched := [str(w) for w in tampered[0] or [] if str(w).startswith(WATCHED)]:
