@@ -6,6 +6,8 @@ where something other than the candidate is wrong.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class MetasearchError(Exception):
     """Base class for every error metasearch raises on purpose."""
@@ -31,6 +33,26 @@ class InfrastructureError(MetasearchError):
         super().__init__(message)
         self.retryable = retryable
         self.transient = transient
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error as plain data, to cross a process boundary (a Ray task's result)."""
+        return {"message": str(self), "retryable": self.retryable, "task_unfit": isinstance(self, TaskUnfit)}
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> InfrastructureError:
+        """The error ``to_dict`` described."""
+        if data.get("task_unfit"):
+            return TaskUnfit(str(data["message"]))
+        return InfrastructureError(str(data["message"]), retryable=bool(data.get("retryable", True)))
+
+
+class TaskUnfit(InfrastructureError):
+    """One task cannot be graded here, whoever the candidate (its grading needs more memory than the cap, its
+    reference solution fails on this machine). The study retires that task (journaled, so a resumed study
+    keeps it retired) and goes on with the others; it stops only when no task is left."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
 
 
 class SandboxViolation(MetasearchError):

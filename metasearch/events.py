@@ -40,6 +40,8 @@ class InfraFailure:
     retryable: bool = True
     transient: bool = False
     """Lost with a machine that went away: re-queued without counting toward the failure streak."""
+    task_unfit: bool = False
+    """The evaluated task cannot be graded here by anyone (``errors.TaskUnfit``): it is retired."""
 
 
 Outcome = Evaluated | Expanded | ExpansionRejected | InfraFailure
@@ -77,9 +79,25 @@ class JobAbandoned:
 
 
 @dataclass(frozen=True)
+class TaskRetired:
+    """A task the study no longer evaluates: it cannot be graded here (``errors.TaskUnfit``)."""
+
+    task_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class StudyFinished:
     reason: str
     summary: dict[str, Any]
 
 
-Event = JobStarted | AgentAdded | EvaluationRecorded | ExpansionFailed | JobAbandoned | StudyFinished
+Event = (
+    JobStarted
+    | AgentAdded
+    | EvaluationRecorded
+    | ExpansionFailed
+    | JobAbandoned
+    | TaskRetired
+    | StudyFinished
+)

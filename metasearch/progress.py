@@ -21,6 +21,7 @@ from metasearch.events import (
     ExpansionFailed,
     JobAbandoned,
     StudyFinished,
+    TaskRetired,
 )
 
 if TYPE_CHECKING:
@@ -50,13 +51,21 @@ class LiveProgress:
     def callback(self, study: Study, event: Event) -> None:
         with self._lock:
             if isinstance(
-                event, EvaluationRecorded | AgentAdded | ExpansionFailed | JobAbandoned | StudyFinished
+                event,
+                EvaluationRecorded
+                | AgentAdded
+                | ExpansionFailed
+                | JobAbandoned
+                | TaskRetired
+                | StudyFinished,
             ):
                 self._refresh(study)
             if isinstance(event, ExpansionFailed):
                 self._rows["last failure"] = event.reason.splitlines()[0][:100]
             if isinstance(event, JobAbandoned):
                 self._rows["last infra error"] = event.reason.splitlines()[0][:100]
+            if isinstance(event, TaskRetired):
+                self._rows["tasks retired"] = len(study.archive.index.retired_tasks)
 
     def _refresh(self, study: Study) -> None:
         usage = study.usage()

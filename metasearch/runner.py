@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metasearch.archive import GitArchive
-from metasearch.errors import ArchiveError, ConfigError, InfrastructureError, SandboxViolation
+from metasearch.errors import ArchiveError, ConfigError, InfrastructureError, SandboxViolation, TaskUnfit
 from metasearch.events import Evaluated, Expanded, ExpansionRejected, InfraFailure, Outcome
 from metasearch.llm.gateway import FORWARDER_PATH, SOCKET_DIR, SOCKET_PATH
 from metasearch.llm.usage import BudgetExhausted
@@ -61,7 +61,8 @@ class Runner:
             return self.expand(job)
         except InfrastructureError as exc:
             log.warning("job %s: infrastructure error: %s", job.job_id, exc)
-            return InfraFailure(str(exc), retryable=exc.retryable, transient=exc.transient)
+            unfit = isinstance(exc, TaskUnfit)
+            return InfraFailure(str(exc), retryable=exc.retryable, transient=exc.transient, task_unfit=unfit)
         except OSError as exc:  # disk full, permissions on the host: not the candidate's fault
             log.warning("job %s: host error: %s", job.job_id, exc)
             return InfraFailure(f"host error: {exc}")

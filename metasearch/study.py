@@ -34,6 +34,7 @@ from metasearch.events import (
     JobStarted,
     Outcome,
     StudyFinished,
+    TaskRetired,
 )
 from metasearch.schedulers.base import Scheduler, SearchState
 from metasearch.schedulers.cmp import SearchTree, replay_results
@@ -81,7 +82,13 @@ class Study:
             raise MetasearchError("a study needs at least one task")
         self.archive = archive
         self.scheduler = scheduler
-        self.tasks = tuple(tasks)
+        retired = archive.index.retired_tasks
+        self.tasks = tuple(t for t in tasks if t not in retired)
+        if not self.tasks:
+            raise MetasearchError(
+                "no task of this study can be graded here: "
+                + "; ".join(f"{t}: {retired[t]}" for t in tasks if t in retired)[:2000]
+            )
         self.budget = budget
         self.callbacks = list(callbacks)
         self.seed_evaluations = seed_evaluations
@@ -226,12 +233,14 @@ class Study:
             if isinstance(outcome, InfraFailure):
                 if outcome.transient:  # lost with a node: re-queued, and only a long run of these stops
                     self._lost_streak += 1
-                else:
+                elif not outcome.task_unfit:  # one task's fault, not the machine's
                     self._infra_streak += 1
                 self.archive.abandon_job(job.job_id, outcome.reason)
                 self._unreserve(job)
                 events.append(JobAbandoned(job, outcome.reason))
-                if (
+                if outcome.task_unfit and isinstance(job, Evaluate):
+                    events += self._retire(job.task_id, outcome.reason)
+                elif (
                     not outcome.retryable
                     or self._infra_streak >= self.max_infra_failures
                     or self._lost_streak >= LOST_JOBS_STOP
@@ -242,6 +251,17 @@ class Study:
                 events.append(self._apply(job, outcome))
         for event in events:
             self._emit(event)
+
+    def _retire(self, task_id: str, reason: str) -> list[Event]:
+        """Evaluate ``task_id`` no more (caller holds the lock); stop when no task is left."""
+        if task_id not in self.tasks:
+            return []
+        self.archive.retire_task(task_id, reason)
+        self.tasks = tuple(t for t in self.tasks if t != task_id)
+        log.warning("task %s retired: it cannot be graded here: %s", task_id, reason)
+        if not self.tasks:
+            self.stop_reason = f"no task left that can be graded here (the last: {task_id}: {reason})"
+        return [TaskRetired(task_id, reason)]
 
     def _apply(self, job: Job, outcome: Outcome) -> Event:
         if isinstance(job, Evaluate) and isinstance(outcome, Evaluated):

@@ -301,6 +301,10 @@ class GitArchive:
         """Journal that ``job_id`` will not finish here (infra error, cancel, stale lease); it is queued again."""
         self.journal.append({"op": "job_abandoned", "job_id": job_id, "reason": reason})
 
+    def retire_task(self, task_id: str, reason: str) -> None:
+        """Journal that ``task_id`` cannot be graded here: the study evaluates it no more, resumed or not."""
+        self.journal.append({"op": "task_retired", "task_id": task_id, "reason": reason})
+
     def add_usage(self, job_id: str, tokens: int, cost_usd: float) -> None:
         self.journal.append(
             {"op": "usage", "job_id": job_id, "tokens": int(tokens), "cost_usd": float(cost_usd)}

@@ -46,6 +46,7 @@ class ArchiveIndex:
     tokens: int = 0
     cost_usd: float = 0.0
     finished: str | None = None
+    retired_tasks: dict[str, str] = field(default_factory=dict)  # task id -> why it cannot be graded here
     events: int = 0
     torn_tail: bool = False
 
@@ -102,6 +103,8 @@ class ArchiveIndex:
         elif op == "job_abandoned":
             if job_id is not None:
                 self.open_jobs.pop(job_id, None)
+        elif op == "task_retired":
+            self.retired_tasks[str(event["task_id"])] = str(event.get("reason", ""))
         elif op == "lease_released":
             self.released.add(str(event["owner"]))
         elif op == "study_created":

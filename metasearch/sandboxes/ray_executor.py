@@ -259,7 +259,7 @@ class RayRunner(Runner):
     @staticmethod
     def _raise_infra(out: dict[str, Any]) -> None:
         if out.get("infra"):
-            raise InfrastructureError(out["infra"]["message"], retryable=out["infra"]["retryable"])
+            raise InfrastructureError.from_dict(out["infra"])
 
     # -- evaluation -------------------------------------------------------------------------------
 

@@ -108,7 +108,7 @@ def evaluate(
         try:
             graded = evaluate_in_sandbox(agent_dir, task, suite, sandbox, limits, labels, log_dir, llm=llm)
         except InfrastructureError as exc:
-            infra = {"message": str(exc), "retryable": exc.retryable}
+            infra = exc.to_dict()
         logs = pack(log_dir)
     return {
         "score": graded.score,
@@ -175,7 +175,7 @@ def propose(
             else:
                 out["infra"] = {"message": str(exc), "retryable": False}
         except InfrastructureError as exc:
-            out["infra"] = {"message": str(exc), "retryable": exc.retryable}
+            out["infra"] = exc.to_dict()
         out["logs"] = pack(log_dir)
     return out
 
@@ -207,7 +207,7 @@ def smoke(
                 spec_args["labels"],
             )
         except InfrastructureError as exc:
-            return {"infra": {"message": str(exc), "retryable": exc.retryable}, **where()}
+            return {"infra": exc.to_dict(), **where()}
     return {"admitted": verdict.admitted, "reason": verdict.reason, "infra": None, **where()}
 
 

@@ -43,7 +43,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metasearch.errors import ConfigError, InfrastructureError
+from metasearch.errors import ConfigError, InfrastructureError, TaskUnfit
 from metasearch.sandboxes.protocol import ExecResult, Mount, Sandbox
 from metasearch.suites.exercise import Exercise, grading_view, hidden
 from metasearch.suites.grading import (
@@ -301,11 +301,10 @@ class PolyglotSuite:
             if key in self._expected_ids:
                 return self._expected_ids[key]
         ids, score, error = self.example_run(f"polyglot/{ex.language}/{ex.name}", sandbox)
-        if not ids:
-            raise InfrastructureError(
+        if not ids:  # the toolchain is there (the grader checks it first): this exercise cannot build here
+            raise TaskUnfit(
                 f"polyglot: the trusted run of {ex.language}/{ex.name}'s example solution found no tests "
-                f"(a missing toolchain or crate? {IMAGE_FIX}): {error}",
-                retryable=False,
+                f"(a missing toolchain or crate? {IMAGE_FIX}): {error}"
             )
         if score < 1.0:
             log.warning("polyglot: %s/%s: the example solution fails here: %s", ex.language, ex.name, error)

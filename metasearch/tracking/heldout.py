@@ -242,7 +242,7 @@ def _on_ray(
             out = outs[task_id]
             ray_jobs.unpack(out["logs"], log_dir)
             if out.get("infra"):
-                raise InfrastructureError(out["infra"]["message"], retryable=out["infra"]["retryable"])
+                raise InfrastructureError.from_dict(out["infra"])
             return TaskResult(out["score"], out["metrics"], tuple(out["flags"]), out["error"])
 
         return write

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from metasearch.archive import GitArchive
+from metasearch.errors import InfrastructureError, MetasearchError, TaskUnfit
 from metasearch.events import Evaluated, Expanded, ExpansionRejected, InfraFailure, Outcome
 from metasearch.registry import SCHEDULERS
 from metasearch.study import StopSignal, Study
@@ -33,8 +34,11 @@ def _archive(tmp_path: Path, name: str = "s") -> GitArchive:
 class Landscape:
     """A job function: children have a hidden quality; evaluations are seeded Bernoulli draws."""
 
-    def __init__(self, archive: GitArchive, *, fail_every: int = 0, infra_every: int = 0) -> None:
+    def __init__(
+        self, archive: GitArchive, *, fail_every: int = 0, infra_every: int = 0, unfit: tuple[str, ...] = ()
+    ) -> None:
         self.archive = archive
+        self.unfit = unfit
         self.quality: dict[str, float] = {}
         self.calls = Counter[str]()
         self.fail_every = fail_every
@@ -47,6 +51,8 @@ class Landscape:
             n = self.calls[job.kind]
         if self.infra_every and n % self.infra_every == 0:
             return InfraFailure("simulated daemon hiccup")
+        if isinstance(job, Evaluate) and job.task_id in self.unfit:
+            return InfraFailure(f"{job.task_id} needs 30000 MB, over the cap", retryable=False, task_unfit=True)
         if isinstance(job, Evaluate):
             q = self.quality.get(job.agent_id, 0.3)
             rng = random.Random(f"{job.agent_id}/{job.task_id}")
@@ -110,6 +116,38 @@ def test_infra_failures_requeue_then_stop_cleanly(tmp_path: Path) -> None:
     job = again.ask()
     assert isinstance(job, Evaluate)
     archive.close()
+
+
+def test_a_task_no_one_can_be_graded_on_is_retired_and_the_search_goes_on(tmp_path: Path) -> None:
+    """One task's grading cannot fit this machine (``errors.TaskUnfit``): the study retires it, journaled,
+    and spends its budget on the others; resumed, it keeps the task retired; with every task retired it
+    stops, saying why."""
+    archive = _archive(tmp_path)
+    reason = _study(archive, budget=30).run(Landscape(archive, unfit=("t3",)), workers=2)
+    assert reason.startswith("budget exhausted")
+    assert archive.index.retired_tasks == {"t3": "t3 needs 30000 MB, over the cap"}
+    evals = list(archive.index.evaluations.values())
+    assert evals and all(ev.task_id != "t3" for ev in evals) and not archive.index.open_jobs
+    archive.close()
+    reopened = GitArchive.open(tmp_path / "s")
+    assert _study(reopened, budget=40).tasks == tuple(t for t in TASKS if t != "t3")
+    reopened.close()
+
+    other = _archive(tmp_path, "all")
+    reason = _study(other, budget=30).run(Landscape(other, unfit=tuple(TASKS)), workers=2)
+    assert reason.startswith("no task left that can be graded here")
+    assert set(other.index.retired_tasks) == set(TASKS) and not other.index.evaluations
+    with pytest.raises(MetasearchError, match="no task of this study can be graded here: t0: t0 needs"):
+        _study(other, budget=30)
+    other.close()
+
+
+def test_a_task_unfit_error_crosses_a_process_boundary_as_itself() -> None:
+    """Ray jobs hand errors back as data: a task that cannot be graded here stays that, not a machine fault."""
+    back = InfrastructureError.from_dict(TaskUnfit("over the cap").to_dict())
+    assert isinstance(back, TaskUnfit) and str(back) == "over the cap" and not back.retryable
+    plain = InfrastructureError.from_dict(InfrastructureError("daemon down").to_dict())
+    assert type(plain) is InfrastructureError and plain.retryable
 
 
 def test_one_worker_with_a_seed_is_reproducible(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metasearch.errors import ConfigError, InfrastructureError
+from metasearch.errors import ConfigError, InfrastructureError, TaskUnfit
 from metasearch.sandboxes.protocol import Mount, Sandbox
 from metasearch.suites.grading import parse_grader_output, run_grader
 from metasearch.suites.kernels.footprint import machine_mb
@@ -191,10 +191,14 @@ def grade_kernel(
         need = int(fault.get("need_mb", 0)) if fault else 0
         if not need:
             break
-        if attempt == ROOM_ATTEMPTS - 1 or need > cap or need <= memory_mb:
-            raise InfrastructureError(
+        if need > cap:  # no candidate can be graded on this problem here
+            raise TaskUnfit(
                 f"kernels grader on {problem_dir.name}: {fault['grader_error']}"  # type: ignore[index]
-                + (f"; over the cap of {cap} MB (suite.memory_limit_mb)" if need > cap else ""),
+                f"; over the cap of {cap} MB (suite.memory_limit_mb)"
+            )
+        if attempt == ROOM_ATTEMPTS - 1 or need <= memory_mb:
+            raise InfrastructureError(
+                f"kernels grader on {problem_dir.name}: {fault['grader_error']}",  # type: ignore[index]
                 retryable=False,
             )
         log.info("kernels: %s needs more memory to grade: %d MB, not %d", problem_dir.name, need, memory_mb)
