@@ -52,7 +52,9 @@ class Landscape:
         if self.infra_every and n % self.infra_every == 0:
             return InfraFailure("simulated daemon hiccup")
         if isinstance(job, Evaluate) and job.task_id in self.unfit:
-            return InfraFailure(f"{job.task_id} needs 30000 MB, over the cap", retryable=False, task_unfit=True)
+            return InfraFailure(
+                f"{job.task_id} needs 30000 MB, over the cap", retryable=False, task_unfit=True
+            )
         if isinstance(job, Evaluate):
             q = self.quality.get(job.agent_id, 0.3)
             rng = random.Random(f"{job.agent_id}/{job.task_id}")

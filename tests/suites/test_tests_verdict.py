@@ -701,6 +701,7 @@ ANOTHER_NAME = [
         "ClassLoader",
     ),
     ("rust", "use libc as l;\npub fn f() { unsafe { l::_exit(0) } }\n", "access: libc"),
+    ("rust", "use std::panic::{set_hook};\npub fn f() { set_hook(Box::new(|_| {})) }\n", "use panic"),
     ("cargo", '[package]\nname = "x"\n[dependencies]\nlibc = "0.2"\n', "system crate: libc ="),
 ]
 

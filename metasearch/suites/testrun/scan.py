@@ -83,7 +83,7 @@ GO_PURE = (
 )
 # Rust modules that reach the process, its files, the system or the compiler's internals, named anywhere
 # in a path or a use tree (``use std::{process as p}``, ``use std::process::*``, ``r#process``).
-RUST_MODULES = r"process|env|fs|net|os|ffi|arch|intrinsics|backtrace"
+RUST_MODULES = r"process|env|fs|net|os|ffi|arch|intrinsics|backtrace|panic"
 OTHER_LANGUAGES: dict[str, list[tuple[str, str]]] = {
     "go": [
         (
