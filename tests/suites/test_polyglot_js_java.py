@@ -24,7 +24,9 @@ SPACE_AGE /= "space-age"
 SCRIPT = str(Path(scan.__file__).parent / "exercise_grade.py")
 TAMPER = "tamper_suspect"
 WRONG = "export const age = () => 0;\n"
-GLOBAL = "const g = [].map.constructor('return th' + 'is')();\n"
+# the Function constructor reached without naming it where the scan looks (a template or .concat builds it)
+FUNCTION = "Reflect.get([].map, 'constr'.concat('uctor'))"
+GLOBAL = f"const g = {FUNCTION}('return th'.concat('is'))();\n"
 
 
 def _grader(exercise: Path, spec: dict[str, Any]) -> Any:
@@ -83,7 +85,7 @@ def test_javascript_is_graded_test_by_test(node_modules: Path, tmp_path: Path) -
         # past the scan (the Function constructor reached through an array, the names built at run time);
         # the grader's setup file has taken exit away from the spec file's process object
         "hidden exit": (
-            example + "[].constructor.constructor('return pro' + 'cess')()['ex' + 'it'](0);\n",
+            example + FUNCTION + "('return pro'.concat('cess'))().exit(0);\n",
             0.0,
             "tamper_suspect: the jest-json run: a grader-owned guard refused it: the code under test tried to"
             " make code from a string",
@@ -92,7 +94,7 @@ def test_javascript_is_graded_test_by_test(node_modules: Path, tmp_path: Path) -
         "test replaced": (
             WRONG
             + GLOBAL
-            + "const real = g['te' + 'st'];\ng['te' + 'st'] = (name) => real(name, () => {});\n",
+            + "const t = 'te'.concat('st');\nconst real = g[t];\ng[t] = (name) => real(name, () => {});\n",
             0.0,
             "make code from a string",
         ),

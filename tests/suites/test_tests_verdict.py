@@ -658,6 +658,12 @@ ANOTHER_NAME = [
     ("javascript", "module['req' + 'uire']('fs');\n", "access: module["),
     ("javascript", "export const f = () => import('node:' + 'fs');\n", "access: import("),
     ("javascript", "const { Worker } = require('worker_threads');\n", "require('worker_threads'"),
+    ("javascript", "const P = [].map.constructor('return pro' + 'cess')();\n", "patching: .constructor"),
+    (
+        "javascript",
+        "const m = [].map;\nconst P = m['constr' + 'uctor']('return 1');\n",
+        "patching: ['constr' +",
+    ),
     (
         "java",
         "import static java.lang.System.*;\nclass A { void f() { exit(0); } }\n",

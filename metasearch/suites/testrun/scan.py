@@ -133,6 +133,7 @@ OTHER_LANGUAGES: dict[str, list[tuple[str, str]]] = {
         (
             PATCHING,
             r"\b(globalThis|global|window)\b|\b(eval|Function)\s*\(|\bnew\s+Function\b|\bProxy\b|__proto__"
+            r"|\.\s*constructor\b|\[\s*[\"'`][^\]\"'`]*[\"'`]\s*\+"
             r"|\b(Object|Reflect)\.(defineProperty|defineProperties|setPrototypeOf|assign\s*\(\s*(Object|Array"
             r"|String|Number|Promise|Function|Math|JSON)\b)|\b(Object|Array|String|Number|Boolean|Promise|Function"
             r"|Symbol|RegExp|Map|Set|Date|Error)\.prototype\.\w+\s*=(?!=)|\basymmetricMatch\b|\bexpect\b|\bjest\b"
