@@ -33,6 +33,9 @@ CASES = {
     "polyglot (JavaScript, guard alone)": (
         "tests/suites/test_polyglot_js_java.py::test_the_jest_guard_holds_where_the_scan_is_blind"
     ),
+    "polyglot (JavaScript, worker threads)": (
+        "tests/suites/test_polyglot_js_java.py::test_worker_threads_start_under_the_guard_too"
+    ),
     "polyglot (Go, polyglot image)": "tests/suites/test_polyglot_real.py::test_forged_go_results_gain_nothing",
     "sandbox / study": "tests/sandboxes/test_hostile.py::test_hostile_case",
     "code-edit (other tasks' tests)": (

@@ -162,6 +162,41 @@ def test_the_jest_guard_holds_where_the_scan_is_blind(node_modules: Path, tmp_pa
         assert reason in result["error"], (name, result)
 
 
+WORKER = """const {{ Worker, isMainThread }} = require('worker_threads');
+if (isMainThread) {{
+  module.exports.age = () => 0;
+  new Worker(__filename);
+}} else {{
+  {attack}
+}}
+"""
+
+
+def test_worker_threads_start_under_the_guard_too(node_modules: Path, tmp_path: Path) -> None:
+    """A worker thread runs outside jest's realm with Node's own require: it gets ``jest_worker_guard.js``
+    first, so it cannot reach the system (here: write a file), make code from strings or start a worker
+    from a string either; the refusal reaches the run and flags it."""
+    exercise = tmp_path / "space-age"
+    shutil.copytree(SPACE_AGE, exercise)
+    (exercise / "node_modules").symlink_to(node_modules)
+    marker = tmp_path / "written-by-a-worker"
+    attacks = {
+        "system module": f"require('fs').writeFileSync({str(marker)!r}, 'x');",
+        "code from a string": "Reflect.get([].map, 'constructor')('return 1')();",
+        "worker from a string": "new Worker('1', {{ eval: true }});",
+    }
+    for name, attack in attacks.items():
+        work = tmp_path / name.replace(" ", "-") / "space-age"
+        shutil.copytree(exercise, work, symlinks=True)
+        (work / "space-age.js").write_text(WORKER.format(attack=attack.replace("{{", "{").replace("}}", "}")))
+        runs = jest.run_jest_tests(str(work), ["space-age.spec.js"], timeout_s=240)
+        ids = sorted(verdict.outcomes(runs[0])) or ["space-age.spec.js::Space Age age on Earth"]
+        result = verdict.judge(ids, runs, fractional=False, what="tests")
+        assert result["score"] == 0.0 and result["flags"] == [TAMPER], (name, result)
+        assert REFUSED in result["error"], (name, result)
+    assert not marker.exists()
+
+
 def test_jest_reports_must_be_complete_and_agree() -> None:
     report = {
         "numTotalTests": 2,

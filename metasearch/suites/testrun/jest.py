@@ -23,7 +23,8 @@ test) stand in its way. The guard refuses a value with a matcher hook handed to 
 test framework's globals, its matchers and equality testers and the built-ins they call (``Object.is``,
 ``Array.prototype.every`` ...) impossible to replace; takes code from strings (``Function``, every
 function's ``constructor``, ``eval``) and the process's ``exit``/``abort``/``kill``/``getBuiltinModule``/
-``binding`` away. Every refusal it throws is read from the output and flags the run (``tamper_suspect``,
+``binding`` away; worker threads start with ``jest_worker_guard.js`` (the same, plus no module that reaches
+the system) loaded first. Every refusal it throws is read from the output and flags the run (``tamper_suspect``,
 ``verdict.GUARD_REFUSED``). An early ``process.exit(0)`` leaves no report and no summary: the run ended
 early. Tested with jest 29 from the npm registry on benchmark-shaped fixtures and in the polyglot image
 (Node 20, jest 29.7) on benchmark exercises.

@@ -13,11 +13,9 @@
 // - the spec file's process object cannot end the run early or load Node's built-in modules by name.
 'use strict';
 
+const { PATCH, CODE, neuterCode, guardProcess, guardWorkers } = require('./jest_guard_parts.js');
+
 const MARK = 'metasearch: a value that equals anything';
-const PATCH = 'metasearch: the code under test tried to replace a part of the test framework';
-const EXIT = 'metasearch: the code under test tried to end the test process';
-const CODE = 'metasearch: the code under test tried to make code from a string';
-const MODULES = 'metasearch: the code under test tried to load a built-in module through process';
 const real = globalThis.expect;
 
 function claimsAnything(value, seen, depth) {
@@ -57,12 +55,6 @@ const guarded = new Proxy(real, {
     return Reflect.apply(target, self, args);
   },
 });
-
-function refuse(message) {
-  return function refused() {
-    throw new Error(message);
-  };
-}
 
 // A property that reads as before and cannot be redefined. Writing it on `owner` itself throws; writing
 // it on an object that inherits it makes that object's own property, as a data property would.
@@ -127,17 +119,7 @@ try {
   // an exercise without core-js: the preset injects nothing from it
 }
 
-// Code from strings: one stand-in for Function and every function's `constructor`, so that
-// `fn.constructor === Function` and `fn instanceof Function` still hold.
-const FunctionStandIn = refuse(CODE);
-Object.defineProperty(FunctionStandIn, 'name', { value: 'Function' });
-Object.defineProperty(FunctionStandIn, 'prototype', { value: Function.prototype });
-const functionKinds = [function () {}, async function () {}, function* () {}, async function* () {}];
-for (const kind of functionKinds) {
-  Object.defineProperty(Object.getPrototypeOf(kind), 'constructor', { value: FunctionStandIn });
-}
-pin('Function', FunctionStandIn);
-pin('eval', refuse(CODE));
+const functionKinds = neuterCode(globalThis, CODE);
 
 // Built-ins: their global names, their static methods, their prototypes' methods and the iterators.
 const BUILT_INS = [
@@ -189,14 +171,7 @@ for (const name of FRAMEWORK) {
 
 // The spec file's process object (jest's own, one per test file): no early end (a hidden process.exit(0)
 // after forging the report would otherwise leave a complete-looking run), no built-in modules by name.
-const PROCESS_PARTS = {
-  exit: EXIT, reallyExit: EXIT, abort: EXIT, kill: EXIT, _kill: EXIT,
-  getBuiltinModule: MODULES, binding: MODULES, _linkedBinding: MODULES, dlopen: MODULES,
-};
-for (const [name, message] of Object.entries(PROCESS_PARTS)) {
-  try {
-    Object.defineProperty(process, name, { value: refuse(message), writable: false, configurable: false });
-  } catch (error) {
-    // a property jest made unconfigurable stays as it is
-  }
-}
+guardProcess(process);
+
+// Worker threads run outside this realm: each starts with jest_worker_guard.js loaded first.
+guardWorkers(require('worker_threads'), require('path').join(__dirname, 'jest_worker_guard.js'));
