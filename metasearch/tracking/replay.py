@@ -58,6 +58,7 @@ class JournalReplay:
         self.tokens = 0
         self.cost_usd = 0.0
         self.finished = False
+        self.retired_tasks: dict[str, str] = {}  # task id -> why no candidate can be graded on it here
         self.best: str | None = None
         self.tree_version = 0  # bumps whenever the lineage picture would change
         self.open_evaluations: dict[str, str] = {}  # evaluate job id -> agent id, started and not closed
@@ -135,6 +136,13 @@ class JournalReplay:
                 "metasearch.drift_accepted",
                 "; ".join(f"{d['key']}: {d['old']} -> {d['new']}" for d in changed),
             )
+        elif op == "task_retired":
+            self.retired_tasks[str(event.get("task_id"))] = str(event.get("reason", ""))
+            if batch is not None:
+                retired = "; ".join(
+                    f"{t}: {r.splitlines()[0] if r else ''}" for t, r in self.retired_tasks.items()
+                )
+                batch.tag(STUDY, "metasearch.retired_tasks", retired[:5000])
         elif op == "job_started" and self.finished:
             self.finished = False
             if batch is not None:

@@ -198,6 +198,19 @@ def test_sync_is_idempotent_and_survives_a_lost_state_file(tmp_path: Path) -> No
     archive.close()
 
 
+def test_a_retired_task_is_tagged_on_the_study_run(tmp_path: Path) -> None:
+    """A task no candidate can be graded on here (the study journals ``task_retired``) shows on the study's
+    run, with why."""
+    archive = make_archive(tmp_path)
+    run_study(archive, budget=4, callbacks=())
+    archive.retire_task("t3", "kernels grader on t3: needs 30000 MB\nover the cap of 21694 MB")
+    done = sync(archive.root)
+    client = MlflowClient(done["tracking_uri"])
+    [study_run] = runs_of(client, done["experiment_id"], "study")
+    assert study_run.data.tags["metasearch.retired_tasks"] == "t3: kernels grader on t3: needs 30000 MB"
+    archive.close()
+
+
 def test_tracking_server_outage_loses_nothing(
     tmp_path: Path, mlflow_server: MlflowServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
