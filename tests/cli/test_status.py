@@ -46,6 +46,7 @@ def test_human_status_is_tables(tmp_path: Path) -> None:
     study, archive = make_study(tmp_path)
     try:
         started = archive.index.job_started_at["job-eval"]
+        archive.retire_task("kernelbench/L1/59", "kernels grader on L1/59: needs 30000 MB\nover the cap")
         text = render(study, started + 125)
     finally:
         archive.close()
@@ -69,6 +70,8 @@ def test_human_status_is_tables(tmp_path: Path) -> None:
     job = next(line for line in lines if "job-eval" in line)
     assert "a00000 on training/regression" in job and job.rstrip().endswith("2m 05s"), job
     assert "child of a00000" in next(line for line in lines if "job-expand" in line)
+    retired = next(line for line in lines if "retired task" in line)
+    assert cells(retired) == ["retired task kernelbench/L1/59", "kernels grader on L1/59: needs 30000 MB"]
 
 
 def test_a_crashed_run_shows_its_open_jobs(tmp_path: Path) -> None:
