@@ -5,7 +5,9 @@ Grades, for every loaded problem, the reference itself as the candidate (``Model
 fail on correctness), through the suite's public ``grade`` in the chosen sandbox. Problems the suite leaves
 out (grading does not fit the memory limit, or the scale made the reference fail) are listed with why. Prints one table (problem,
 memory estimated, memory the grading ended with (more when the judge asked for room), verdicts, seconds) and
-a summary; exits non-zero when a correct candidate failed or a wrong one passed. ``--jsonl FILE`` appends each row as it comes (a long sweep can be followed and resumed with
+a summary; exits non-zero when a correct candidate failed or a wrong one passed. A problem whose grading
+turns out to need more than the memory limit once measured is ``retired`` (``errors.TaskUnfit``: a study
+stops evaluating it), counted apart. ``--jsonl FILE`` appends each row as it comes (a long sweep can be followed and resumed with
 ``--skip-done``).
 """
 
@@ -19,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from metasearch.errors import MetasearchError
+from metasearch.errors import MetasearchError, TaskUnfit
 from metasearch.sandboxes.protocol import Sandbox
 from metasearch.sim.bench import print_table
 from metasearch.suites.kernelbench import KernelBenchSuite
@@ -58,8 +60,9 @@ def _grade(suite: KernelBenchSuite, task_id: str, source: str, sandbox: Sandbox)
         start = time.perf_counter()
         try:
             result = suite.grade(task_id, out, sandbox)
-        except MetasearchError as exc:
-            return {"verdict": f"infra: {exc}"[:120], "s": time.perf_counter() - start}
+        except MetasearchError as exc:  # a task no candidate can be graded on here is retired by a study
+            kind = "retired" if isinstance(exc, TaskUnfit) else "infra"
+            return {"verdict": f"{kind}: {exc}"[:120], "detail": str(exc), "s": time.perf_counter() - start}
         correct = bool(result.metrics.get("correct"))
         return {
             "correct": correct,
@@ -117,6 +120,8 @@ def run(argv: list[str] | None = None) -> int:
             reference = suite.reference(task).decode()
             right = _grade(suite, task, candidate(reference, False), sandbox)
             row.update(right=right["verdict"], speedup=right.get("speedup"), right_s=right["s"])
+            if "detail" in right:
+                row["right_detail"] = right["detail"]
             row["right_ok"] = bool(right.get("correct"))
             if args.wrong:
                 wrong = _grade(suite, task, candidate(reference, True), sandbox)
@@ -132,13 +137,15 @@ def run(argv: list[str] | None = None) -> int:
         ["wrong", "wrong_s"] if args.wrong else []
     )
     print_table(rows, columns)
-    graded = [r for r in rows if "right_ok" in r]
+    graded = [r for r in rows if "right_ok" in r and not str(r["right"]).startswith("retired")]
+    retired = [r for r in rows if str(r.get("right", "")).startswith("retired")]
     right_ok = sum(r["right_ok"] for r in graded)
     wrong_ok = sum(r.get("wrong_ok", False) for r in graded)
     print(
         f"\nscale {args.scale:g}, {args.sandbox}: correct candidates graded correct {right_ok}/{len(graded)}"
         + (f", wrong candidates failed on correctness {wrong_ok}/{len(graded)}" if args.wrong else "")
-        + f"; left out {len(rows) - len(graded)} (memory limit {suite.memory_limit_mb()} MB, or too small at the scale)"
+        + f"; left out {len(rows) - len(graded) - len(retired)} (memory limit {suite.memory_limit_mb()} MB, or"
+        + f" too small at the scale); retired {len(retired)} (measured need over that limit: a study retires them)"
     )
     failed = right_ok < len(graded) or (args.wrong and wrong_ok < len(graded))
     return 1 if failed else 0
