@@ -92,6 +92,7 @@ def status_of(view: StudyView, study_dir: Path, best: str | None = None) -> dict
         "best": best if best is not None else view.best(),
         "finished": view.index.finished,
         "provenance": _provenance_headline(Path(study_dir), view.index),
+        "retired_tasks": dict(view.index.retired_tasks),  # cannot be graded here (errors.TaskUnfit)
     }
 
 

@@ -25,6 +25,7 @@ JSON_KEYS = [
     "best",
     "finished",
     "provenance",  # added later: keys are only ever added, never changed
+    "retired_tasks",
 ]
 
 
@@ -101,6 +102,7 @@ def test_json_is_unchanged(tmp_path: Path) -> None:
         "wall_time_s": [None, 540.0],
     }
     assert data["running"] == 2 and data["best"] == "a00000" and data["finished"] is None
+    assert data["retired_tasks"] == {}
     human = subprocess.run(
         [sys.executable, "-m", "metasearch.cli", "status", str(study)],
         capture_output=True,
