@@ -229,6 +229,63 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
         ),
         "no gain",  # the thread's work lands in the untimed commands, whose CPU time is charged
     ),
+    # stops its own reference's worker once, mid-timing, and leaves it stopped: the judge, writing the next
+    # inputs to a worker that no longer reads them, must not wait for the deadline
+    "reference_left_stopped": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            _SOFTMAX,
+            prelude=(
+                "import os, signal\n\n"
+                "def _sibling():\n"
+                "    me, parent = os.getpid(), os.getppid()\n"
+                "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+                "        try:\n"
+                "            ppid = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+                "            cmd = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')\n"
+                "        except (OSError, ValueError, IndexError):\n"
+                "            continue\n"
+                "        if ppid == parent and int(pid) != me and any(c.endswith(b'worker.py') for c in cmd):\n"
+                "            return int(pid)\n\n"
+                "_calls = [0]\n\n"
+                "def _count():\n"
+                "    _calls[0] += 1\n"
+                "    if _calls[0] == 40 and (pid := _sibling()):\n"
+                "        os.kill(pid, signal.SIGSTOP)\n"
+            ),
+            before_return="        _count()\n",
+        ),
+        "reference_disturbed",
+    ),
+    # kills its own reference's worker mid-timing: the candidate's doing, never the grader's fault
+    "reference_killed": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            _SOFTMAX,
+            prelude=(
+                "import os, signal\n\n"
+                "def _sibling():\n"
+                "    me, parent = os.getpid(), os.getppid()\n"
+                "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+                "        try:\n"
+                "            ppid = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+                "            cmd = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')\n"
+                "        except (OSError, ValueError, IndexError):\n"
+                "            continue\n"
+                "        if ppid == parent and int(pid) != me and any(c.endswith(b'worker.py') for c in cmd):\n"
+                "            return int(pid)\n\n"
+                "_calls = [0]\n\n"
+                "def _count():\n"
+                "    _calls[0] += 1\n"
+                "    if _calls[0] == 40 and (pid := _sibling()):\n"
+                "        os.kill(pid, signal.SIGKILL)\n"
+            ),
+            before_return="        _count()\n",
+        ),
+        "reference_disturbed",
+    ),
     # stops the reference's worker again and again, so that the reference looks slow
     "stopped_reference": (
         "row_softmax",

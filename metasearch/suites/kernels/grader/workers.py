@@ -116,11 +116,17 @@ class Worker:
                 self.wall_inside += time.perf_counter() - start
 
     def _write(self, data: memoryview) -> None:
-        """Write a command, never waiting past the deadline on a worker that stopped reading."""
+        """Write a command, never waiting past the deadline on a worker that stopped reading (``on_wait``
+        is called each half second of waiting, as while waiting for a reply: a worker stopped by a signal
+        reads no more)."""
         while len(data):
             left = self.deadline - time.monotonic()
-            if left <= 0 or not select.select([], [self._cmd], [], left)[1]:
+            if left <= 0:
                 raise WorkerFailed("timed out")
+            if not select.select([], [self._cmd], [], min(left, 0.5))[1]:
+                if self.on_wait:
+                    self.on_wait()
+                continue
             try:
                 data = data[os.write(self._cmd, data) :]
             except BlockingIOError:
