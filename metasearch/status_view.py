@@ -105,7 +105,7 @@ def _agents_table(view: StudyView) -> Table:
     table.add_row("failed expansions", str(len(view.index.failed_expansions)))
     table.add_row("evaluations recorded", str(len(view.index.evaluations)))
     for task_id, reason in view.index.retired_tasks.items():  # cannot be graded here (errors.TaskUnfit)
-        table.add_row(f"retired task {task_id}", reason.splitlines()[0][:80])
+        table.add_row(f"retired task {task_id}", (reason.splitlines() or [""])[0][:80])
     return table
 
 
