@@ -188,10 +188,7 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
         ),
         "no gain",
     ),
-    # answers the timed command at once and computes each output only when it is asked for. The work it moves
-    # out of sight is charged to its time round by round; for a kernel this cheap (tens of microseconds a
-    # call) that charge is within the noise of the untimed commands, so the flag comes only some of the time
-    # (about one run in six it did not): what must hold every time is that it gains nothing
+    # answers the timed command at once and computes each output only when it is asked for
     "lazy_outputs": (
         "row_softmax",
         _module(
@@ -208,7 +205,7 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
                 "_W.handle = _lazy\n"
             ),
         ),
-        "no gain",
+        "work_outside_timing",
     ),
     # answers the timed command at once and computes in a thread while the judge looks elsewhere
     "background_work": (
