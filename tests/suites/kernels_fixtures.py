@@ -91,6 +91,31 @@ _SOFTMAX = ORACLES["row_softmax"][3]
 # The grading worker's own module, as a candidate that has read the grader finds it.
 _WORKER = "import sys, threading\n_W = sys.modules['__main__'].Worker\n_handle = _W.handle\n"
 
+
+def _signal_reference(name: str) -> str:
+    """A row_softmax candidate that sends its own reference's worker (its sibling) signal ``name`` once,
+    at its 40th call."""
+    prelude = (
+        "import os, signal\n\n"
+        "def _sibling():\n"
+        "    me, parent = os.getpid(), os.getppid()\n"
+        "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "        try:\n"
+        "            ppid = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+        "            cmd = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')\n"
+        "        except (OSError, ValueError, IndexError):\n"
+        "            continue\n"
+        "        if ppid == parent and int(pid) != me and any(c.endswith(b'worker.py') for c in cmd):\n"
+        "            return int(pid)\n\n"
+        "_calls = [0]\n\n"
+        "def _count():\n"
+        "    _calls[0] += 1\n"
+        "    if _calls[0] == 40 and (pid := _sibling()):\n"
+        f"        os.kill(pid, signal.{name})\n"
+    )
+    return _module("row_softmax", _SOFTMAX, prelude=prelude, before_return="        _count()\n")
+
+
 # name -> (task, candidate source, what must catch it): a flag or an error fragment (and the score is 0), or
 # "no gain" (it scores no higher than the honest oracle, and its speedup is not above the oracle's).
 EXPLOITS: dict[str, tuple[str, str, str]] = {
@@ -231,61 +256,9 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
     ),
     # stops its own reference's worker once, mid-timing, and leaves it stopped: the judge, writing the next
     # inputs to a worker that no longer reads them, must not wait for the deadline
-    "reference_left_stopped": (
-        "row_softmax",
-        _module(
-            "row_softmax",
-            _SOFTMAX,
-            prelude=(
-                "import os, signal\n\n"
-                "def _sibling():\n"
-                "    me, parent = os.getpid(), os.getppid()\n"
-                "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
-                "        try:\n"
-                "            ppid = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
-                "            cmd = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')\n"
-                "        except (OSError, ValueError, IndexError):\n"
-                "            continue\n"
-                "        if ppid == parent and int(pid) != me and any(c.endswith(b'worker.py') for c in cmd):\n"
-                "            return int(pid)\n\n"
-                "_calls = [0]\n\n"
-                "def _count():\n"
-                "    _calls[0] += 1\n"
-                "    if _calls[0] == 40 and (pid := _sibling()):\n"
-                "        os.kill(pid, signal.SIGSTOP)\n"
-            ),
-            before_return="        _count()\n",
-        ),
-        "reference_disturbed",
-    ),
+    "reference_left_stopped": ("row_softmax", _signal_reference("SIGSTOP"), "reference_disturbed"),
     # kills its own reference's worker mid-timing: the candidate's doing, never the grader's fault
-    "reference_killed": (
-        "row_softmax",
-        _module(
-            "row_softmax",
-            _SOFTMAX,
-            prelude=(
-                "import os, signal\n\n"
-                "def _sibling():\n"
-                "    me, parent = os.getpid(), os.getppid()\n"
-                "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
-                "        try:\n"
-                "            ppid = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
-                "            cmd = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')\n"
-                "        except (OSError, ValueError, IndexError):\n"
-                "            continue\n"
-                "        if ppid == parent and int(pid) != me and any(c.endswith(b'worker.py') for c in cmd):\n"
-                "            return int(pid)\n\n"
-                "_calls = [0]\n\n"
-                "def _count():\n"
-                "    _calls[0] += 1\n"
-                "    if _calls[0] == 40 and (pid := _sibling()):\n"
-                "        os.kill(pid, signal.SIGKILL)\n"
-            ),
-            before_return="        _count()\n",
-        ),
-        "reference_disturbed",
-    ),
+    "reference_killed": ("row_softmax", _signal_reference("SIGKILL"), "reference_disturbed"),
     # stops the reference's worker again and again, so that the reference looks slow
     "stopped_reference": (
         "row_softmax",

@@ -13,7 +13,9 @@
 // - the spec file's process object cannot end the run early or load Node's built-in modules by name.
 'use strict';
 
-const { PATCH, CODE, neuterCode, guardProcess, guardWorkers } = require('./jest_guard_parts.js');
+const { PATCH, CODE, pin: pinOn, neuterCode, guardProcess, guardWorkers } = require('./jest_guard_parts.js');
+
+const pin = (name, value) => pinOn(globalThis, name, value);
 
 const MARK = 'metasearch: a value that equals anything';
 const real = globalThis.expect;
@@ -94,20 +96,6 @@ function deepLock(value, seen = new Set()) {
   }
   if (Array.isArray(value)) Object.freeze(value);
   else lockAll(value);
-}
-
-// A global name that keeps its value: assigning it throws, redefining it is impossible.
-function pin(name, value) {
-  Object.defineProperty(globalThis, name, {
-    get() {
-      return value;
-    },
-    set() {
-      throw new Error(`${PATCH}: ${name}`);
-    },
-    enumerable: false,
-    configurable: false,
-  });
 }
 
 // The polyfills the exercises' babel preset injects (core-js, by usage) replace some built-ins when they

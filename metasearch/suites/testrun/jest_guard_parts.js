@@ -23,19 +23,23 @@ function neuterCode(global, message) {
   for (const kind of kinds) {
     Object.defineProperty(Object.getPrototypeOf(kind), 'constructor', { value: standIn, configurable: false });
   }
-  for (const [name, value] of [['Function', standIn], ['eval', refuse(message)]]) {
-    Object.defineProperty(global, name, {
-      get() {
-        return value;
-      },
-      set() {
-        throw new Error(`${PATCH}: ${name}`);
-      },
-      enumerable: false,
-      configurable: false,
-    });
-  }
+  pin(global, 'Function', standIn);
+  pin(global, 'eval', refuse(message));
   return kinds;
+}
+
+// A global name that keeps its value: assigning it throws, redefining it is impossible.
+function pin(global, name, value) {
+  Object.defineProperty(global, name, {
+    get() {
+      return value;
+    },
+    set() {
+      throw new Error(`${PATCH}: ${name}`);
+    },
+    enumerable: false,
+    configurable: false,
+  });
 }
 
 // A process object that cannot end the run early or hand out Node's built-in modules by name.
@@ -71,4 +75,4 @@ function guardWorkers(threads, guard) {
   Object.defineProperty(threads, 'Worker', { value: Worker, writable: false, configurable: false });
 }
 
-module.exports = { PATCH, EXIT, CODE, MODULES, refuse, neuterCode, guardProcess, guardWorkers };
+module.exports = { PATCH, EXIT, CODE, MODULES, refuse, pin, neuterCode, guardProcess, guardWorkers };
