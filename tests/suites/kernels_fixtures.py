@@ -232,6 +232,25 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
         ),
         "work_outside_timing",
     ),
+    # the sibling: computes every output as soon as its inputs arrive, and answers the timed command at once
+    "eager_outputs": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            _SOFTMAX,
+            prelude=(
+                _WORKER + "\ndef _eager(self, op, msg):\n"
+                "    if op == 'run':\n"
+                "        return {'ok': True}\n"
+                "    answer = _handle(self, op, msg)\n"
+                "    if op == 'inputs':\n"
+                "        _handle(self, 'run', msg)\n"
+                "    return answer\n\n"
+                "_W.handle = _eager\n"
+            ),
+        ),
+        "work_outside_timing",
+    ),
     # answers the timed command at once and computes in a thread while the judge looks elsewhere
     "background_work": (
         "row_softmax",

@@ -240,7 +240,14 @@ def test_grading_in_docker(docker_sandbox_factory, tmp_path: Path) -> None:  # t
     assert "tampered_timer" in cheating.flags and cheating.score == 0.0
 
 
-DOCKER_CASES = [*DOCKER_EXPLOITS, "lazy_outputs", "background_work", "stopped_reference", "killed_judge"]
+DOCKER_CASES = [
+    *DOCKER_EXPLOITS,
+    "lazy_outputs",
+    "eager_outputs",
+    "background_work",
+    "stopped_reference",
+    "killed_judge",
+]
 
 
 @pytest.mark.docker
