@@ -132,7 +132,7 @@ GUARDED = {
     "built-in module through process": ("process.getBuiltinModule('child_process');\n", REFUSED),
     "spec rewritten": (
         "require('fs').appendFileSync(__dirname + '/space-age.spec.js', '// edited');\n",
-        "runner code replaced during the run: spec file space-age.spec.js changed",
+        "spec file space-age.spec.js changed during the run",
     ),
 }
 

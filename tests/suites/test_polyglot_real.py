@@ -227,3 +227,23 @@ def test_forged_go_results_gain_nothing(
     result = suite.grade(task_id, workspace, polyglot_sandbox)  # type: ignore[arg-type]
     assert result.score == 0.0 and result.flags == ("tamper_suspect",), result
     assert "pig_latin.go: file, process or environment access: import os" in (result.error or ""), result
+
+
+@pytest.mark.docker
+def test_a_cpp_comparison_replaced_at_link_time_gains_nothing(
+    polyglot_sandbox: object, tmp_path: Path
+) -> None:
+    """A wrong C++ solution whose object file defines, under C linkage, the mangled name of Catch's
+    comparison (which the tests' object file holds only weakly) passed every test and scored 1.0: the
+    scan names both the C linkage and the mangled name."""
+    suite, task_id = _suite("cpp"), _task("cpp")
+    suite.prepare(task_id, tmp_path)
+    workspace = tmp_path / "workspace"
+    _solve(suite, task_id, workspace, BREAK["cpp"])
+    solution = workspace / "perfect_numbers.cpp"
+    mangled = "_ZN5Catch12compareEqualIN15perfect_numbers14classificationES2_EEbRKT_RKT0_"
+    forged = f'\nextern "C" bool {mangled}(const void*, const void*) {{ return true; }}\n'
+    solution.write_text(solution.read_text() + forged)
+    result = suite.grade(task_id, workspace, polyglot_sandbox)  # type: ignore[arg-type]
+    assert result.score == 0.0 and result.flags == ("tamper_suspect",), result
+    assert f"perfect_numbers.cpp: link-time symbol replacement: {mangled}" in (result.error or ""), result

@@ -10,6 +10,12 @@ record only when the report is complete (``</testsuites>``, ``OverallResultsCase
 failures must come with a non-zero exit status and one without with 0 (Catch2 exits with its count of
 failed assertions).
 
+Before the executable runs, its object files' symbol tables are read (``nm``; the code under test has
+not run yet, so it cannot have touched them): a symbol the code under test defines in place of another
+(a strong definition of a name another object also defines, such as the framework's comparison that the
+tests' object holds only weakly; a C-linkage name, which can stand for libc's; a name in the framework's
+or the standard library's namespace) is ``link-time symbol replacement`` and the tests never run.
+
 Weaker than the Python harnesses, like ``libtest.py``: both reports are files the test process could
 write, so a candidate that forges both (and evades the early-exit scan) can still lie. Checked with the
 host's cmake and g++ and in the polyglot image (CMake 3.31, g++ 14) on benchmark exercises.
@@ -17,6 +23,7 @@ host's cmake and g++ and in the polyglot image (CMake 3.31, g++ 14) on benchmark
 
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
 import xml.etree.ElementTree as ET
@@ -38,6 +45,11 @@ def run_catch2_tests(work: str, name: str, test_file: str, *, timeout_s: float) 
             for run in (junit, xml):
                 run.output, run.exit_code, run.timed_out = out[-3000:], code, timed_out
             return [junit, xml]  # no end record: it did not build
+    if replaced := replaced_symbols(os.path.join(work, "build", "CMakeFiles", f"{name}.dir"), test_file):
+        what = f"{LINKING}: {', '.join(replaced[:3])}"
+        for run in (junit, xml):
+            run.records.append({"t": "tamper", "what": what})
+        return [junit, xml]
     for run in (junit, xml):
         reporter = run.mode.split("-", 1)[1]
         report = os.path.join(tempfile.mkdtemp(prefix="catch2-"), "report.xml")
@@ -49,6 +61,60 @@ def run_catch2_tests(work: str, name: str, test_file: str, *, timeout_s: float) 
         settle_exit(run)
     fold_sections(junit, {str(r["id"]) for r in xml.records if r.get("t") == "report"})
     return [junit, xml]
+
+
+LINKING = "link-time symbol replacement"
+STRONG = set("TDBRGSCi")  # nm's kinds of a global definition that wins over a weak one
+# the framework's, the C++ runtime's and the standard library's namespaces, as mangled names begin
+RESERVED = (
+    "_ZN5Catch",
+    "_ZNK5Catch",
+    "_ZSt",
+    "_ZNSt",
+    "_ZNKSt",
+    "_ZN9__gnu_cxx",
+    "_ZNK9__gnu_cxx",
+    "_ZN10__cxxabiv1",
+)
+FRAMEWORK_OBJECT = os.path.join(
+    "test", "tests-main.cpp.o"
+)  # the exercise's own Catch main, no candidate code
+
+
+def replaced_symbols(objects_dir: str, test_file: str) -> list[str]:
+    """The global symbols the code under test defines in another's place, read from the object files under
+    ``objects_dir``: every object but the framework's holds code under test (the tests' object includes the
+    solution's header)."""
+    objects = sorted(glob.glob(os.path.join(objects_dir, "**", "*.o"), recursive=True))
+    defined = {path: _defined(path) for path in objects}
+    found = []
+    for path, symbols in defined.items():
+        rel = os.path.relpath(path, objects_dir)
+        if rel == FRAMEWORK_OBJECT:
+            continue
+        solution_object = rel != test_file + ".o"
+        for symbol, kind in symbols.items():
+            strong = kind in STRONG
+            elsewhere = [
+                os.path.relpath(p, objects_dir) for p, s in defined.items() if p != path and symbol in s
+            ]
+            if strong and not symbol.startswith("_Z"):
+                found.append(f"{symbol} (C linkage, in {rel})")
+            elif strong and symbol.startswith(RESERVED):
+                found.append(f"{symbol} (a reserved namespace, in {rel})")
+            elif solution_object and symbol.startswith(RESERVED[:2]):  # the solution never includes Catch
+                found.append(f"{symbol} (the framework's namespace, in {rel})")
+            elif strong and elsewhere:
+                found.append(f"{symbol} (in {rel}, also defined in {elsewhere[0]})")
+    return found
+
+
+def _defined(path: str) -> dict[str, str]:
+    """Global symbols defined in the object file at ``path``: name -> nm's kind letter."""
+    out, code, _ = run_process(["nm", "--defined-only", "--extern-only", "--portability", path], ".", 120)
+    if code != 0:
+        raise RuntimeError(f"nm could not read {path}: {out[-300:]}")
+    return {f[0]: f[1] for f in (line.split() for line in out.splitlines()) if len(f) >= 2}
 
 
 def settle_exit(run: Run) -> None:

@@ -89,7 +89,7 @@ def run_jest_tests(work: str, test_files: list[str], *, timeout_s: float) -> lis
     for rel, text in placed.items():
         if _read(os.path.join(work, rel)) != text:
             for run in runs:
-                run.records.append({"t": "tamper", "what": f"spec file {rel} changed"})
+                run.records.append({"t": "tamper", "what": f"spec file {rel} changed during the run"})
     return runs
 
 

@@ -13,7 +13,9 @@ around ``.``/``::`` and Java's method references (``System::exit``) are normalis
 pure computation (``GO_PURE``: an alias or dot import of ``os`` hides nothing), Rust's forbidden modules
 are found anywhere in a path or use tree, C++'s exits are found as references (``&std::exit``) and
 through token pasting, and JavaScript's ``process``, ``require`` and ``import()`` anywhere but in a plain
-call with one literal. Every language's equality definitions are read
+call with one literal. C++ may neither put a symbol in another's place when the tests are linked (C
+linkage, mangled names, aliases, weak symbols: ``catch2.replaced_symbols`` checks the object files too)
+nor rename by the preprocessor a name the tests or Catch use. Every language's equality definitions are read
 too: one that never looks at what it compares (``__eq__``, Rust ``eq``, Java ``equals``, C++
 ``operator==``) makes a value that passes every equality assertion.
 
@@ -61,6 +63,8 @@ OUTPUT = "output stream write"
 ACCESS = "file, process or environment access"
 PATCHING = "runtime or test-runner patching"
 GRADER_FILES = "reading grader files"
+RENAMING = "renaming by the preprocessor"
+LINKING = "link-time symbol replacement"
 # Compiled and JavaScript solutions: each pattern is a route by which code under test could end the run
 # early, reach the process, its files (the tests, the reports) or its environment, redirect the streams a
 # report is written to, or replace the test framework's parts. Printing alone is not among them: every
@@ -108,13 +112,13 @@ OTHER_LANGUAGES: dict[str, list[tuple[str, str]]] = {
             ACCESS,
             r"\bfs::(write|remove\w*|rename|copy|create_dir\w*|read_dir|set_permissions|hard_link|soft_link"
             r"|symlink\w*)\b|\bFile::create\b|\bOpenOptions\b|\bstd::(net|os)\b|\bprocess::Command\b|\bCommand::new\b"
-            r"|\b(libc|nix|rustix|errno)\b|\bextern\s+\"C\"|\b(global_)?asm!|\b(stdout|stderr)\b"
+            r"|\b(libc|nix|rustix|errno)\b|\bextern\s+\"|\b(global_)?asm!|\b(stdout|stderr)\b"
             rf"|\b({RUST_MODULES})::|::\{{?\s*({RUST_MODULES})\b",
         ),
         (GRADER_FILES, r"\binclude(_str|_bytes)?!|#\s*\[\s*path\b"),
         (
             PATCHING,
-            r"#\s*\[\s*(no_mangle|export_name|link_section|link|used)\b"
+            r"#\s*\[\s*(unsafe\s*\(\s*)?(no_mangle|export_name|link_section|link|link_name|linkage|used)\b"
             r"|#!\s*\[\s*(feature|no_std|no_main|test_runner|reexport_test_harness_main)\b"
             r"|macro_rules!\s*(assert\w*|debug_assert\w*|panic|unreachable|unimplemented|todo|matches)\b"
             r"|\bpanic::(set_hook|take_hook|always_abort)\b|\$(?!crate\b)\w+\s*::",
@@ -183,12 +187,29 @@ OTHER_LANGUAGES: dict[str, list[tuple[str, str]]] = {
             r"|setenv|putenv|sigaction|dlopen|dlsym|mmap|mprotect)\b(?!\s*[.:])"
             r"|(?<![\w.>)\]])::\s*(open|creat|dup|pipe|kill|raise|signal)\s*\("
             r"|#\s*include\s*<(unistd\.h|fcntl\.h|sys/[\w/]+\.h|signal\.h|csignal|dlfcn\.h|fstream|filesystem"
-            r"|spawn\.h)>|\b(__asm__|asm)\b|__attribute__\s*\(\s*\(\s*(constructor|destructor)",
+            r"|spawn\.h)>|\b(__asm__|asm)\b",
         ),
         (
             PATCHING,
-            r"#\s*(define|undef)\s+(TEST_CASE\w*|REQUIRE\w*|CHECK\w*|SECTION|CATCH\w*|INTERNAL_CATCH\w*|main|exit"
-            r"|TEST\w*)\b|\bCatch::|\bnamespace\s+Catch\b|#\s*include\s*[\"<]catch|##",
+            r"\bCatch::|\bnamespace\s+Catch\b|#\s*include\s*[\"<]catch|##",
+        ),
+        # A name the tests or the framework use, renamed by the preprocessor before they are compiled: a
+        # macro whose name has a lower-case letter (macros are upper case; ``Catch``, ``std``, ``true`` are
+        # not), or one of the framework's (its macros and include guard).
+        (
+            RENAMING,
+            r"#\s*(define|undef)\s+(\w*[a-z]\w*|\w*CATCH\w*|TWOBLUECUBES\w*|TEST\w*|REQUIRE\w*|CHECK\w*"
+            r"|SECTION\w*|SCENARIO\w*|GIVEN|WHEN|THEN|AND_\w+|INFO|UNSCOPED_INFO|CAPTURE|WARN|FAIL\w*|SUCCEED"
+            r"|STATIC_REQUIRE\w*)\b|#\s*pragma\s+(push_macro|pop_macro)\b",
+        ),
+        # A symbol that takes another's place when the test executable is linked: C linkage carries any
+        # name the linker sees (libc's, or the mangled name of the framework's comparison that the tests'
+        # own object file holds only weakly), and so do aliases, weak symbols and sections.
+        (
+            LINKING,
+            r"\bextern\s*\"C\"|\b_Z\w+|\b(gnu|clang)\s*::|#\s*pragma\s+(weak|redefine_extname|GCC\s+visibility)\b"
+            r"|__attribute__\s*\(\s*\((?:[^()]|\([^()]*\))*\b(weak|weakref|alias|ifunc|section|visibility|symver"
+            r"|constructor|destructor|init_priority|used|retain|externally_visible|cleanup)\b",
         ),
     ],
     # A manifest can replace the test harness or run a build script: what it adds beyond the stub is flagged.

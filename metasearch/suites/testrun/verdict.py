@@ -171,7 +171,7 @@ def _distrust(run: Run) -> str | None:
     tampered = [r.get("what") for r in run.records if r.get("t") == "tamper"]
     if not tampered:
         return None
-    if isinstance(tampered[0], str) and tampered[0].startswith(GUARD_REFUSED):
+    if isinstance(tampered[0], str):  # a grader-side check's own sentence (jest's guard, catch2's link check)
         return tampered[0]
     if any(str(what).startswith(ALWAYS_EQUAL) for what in tampered[0] or []):
         return f"a value that equals anything appeared during the run: {tampered[0]}"
