@@ -958,18 +958,30 @@ def test_catch2_reports_are_read_and_judged(tmp_path: Path) -> None:
 
 COMPARE_EQUAL = "_ZN5Catch12compareEqualIN15perfect_numbers14classificationES2_EEbRKT_RKT0_"
 # Ways to put another definition in place of one the linker would otherwise take: each turns a wrong
-# solution into "All tests passed" when nothing looks at the symbol tables.
+# solution into "All tests passed" when nothing looks at the symbol tables. (file added to, code, reason)
 REPLACED = {
     "C linkage under a mangled name": (
+        "perfect_numbers.cpp",
         f'extern "C" bool {COMPARE_EQUAL}(const void*, const void*) {{ return true; }}\n',
-        f"{COMPARE_EQUAL} (a reserved namespace",
+        f"{COMPARE_EQUAL} (a reserved namespace, in perfect_numbers.cpp.o)",
     ),
     "an assembler label": (
+        "perfect_numbers.cpp",
         f'bool yes(const void*, const void*) __asm__("{COMPARE_EQUAL}");\n'
         "bool yes(const void*, const void*) { return true; }\n",
         f"{COMPARE_EQUAL} (a reserved namespace",
     ),
-    "a C library function": ('extern "C" int isatty(int) { return 0; }\n', "isatty (C linkage"),
+    "a C library function": (
+        "perfect_numbers.cpp",
+        'extern "C" int isatty(int) { return 0; }\n',
+        "isatty (in perfect_numbers.cpp.o, also defined by the C or C++ runtime)",
+    ),
+    "a C library function in the header": (
+        "perfect_numbers.h",
+        'extern "C" inline int isatty(int) { return 0; }\n'
+        "static int (*const keep)(int) = isatty;\nstatic const int kept = keep(0);\n",
+        "isatty (in perfect_numbers_test.cpp.o, also defined by the C or C++ runtime)",
+    ),
 }
 
 
@@ -978,16 +990,19 @@ def test_a_symbol_put_in_the_frameworks_place_is_found_before_the_tests_run(tmp_
     """The link check alone (no scan): Catch's comparison instantiated in the tests' object file is weak, so
     a strong definition of the same mangled name in the solution's object file replaced it and a wrong
     solution passed every test. The symbol tables, read before the executable runs, show it; the honest
-    example still passes."""
+    example, with a global variable of its own (an unmangled name), still passes."""
     work = tmp_path / "perfect-numbers"
     shutil.copytree(REAL / "cpp" / "exercises" / "practice" / "perfect-numbers", work)
-    shutil.copyfile(work / ".meta" / "example.h", work / "perfect_numbers.h")
-    honest = (work / ".meta" / "example.cpp").read_text()
+    header = (work / ".meta" / "example.h").read_text()
+    honest = (work / ".meta" / "example.cpp").read_text() + "\nint classified_so_far = 0;\n"
     wrong = honest.replace("classification::abundant;", "classification::deficient;")
     assert wrong != honest
     ids: list[str] = []
-    for name, (source, reason) in {"honest": (honest, ""), **REPLACED}.items():
-        (work / "perfect_numbers.cpp").write_text(source if name == "honest" else f"{wrong}\n{source}")
+    for name, (added_to, source, reason) in {"honest": ("", "", ""), **REPLACED}.items():
+        (work / "perfect_numbers.h").write_text(f"{header}\n{source}" if added_to.endswith(".h") else header)
+        (work / "perfect_numbers.cpp").write_text(
+            honest if name == "honest" else f"{wrong}\n{source}" if added_to.endswith(".cpp") else wrong
+        )
         runs = catch2.run_catch2_tests(
             str(work), "perfect-numbers", "perfect_numbers_test.cpp", timeout_s=600
         )

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import tempfile
 import xml.etree.ElementTree as ET
 
@@ -81,12 +82,19 @@ FRAMEWORK_OBJECT = os.path.join(
 )  # the exercise's own Catch main, no candidate code
 
 
+RUNTIME_LIBRARIES = ("libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1")
+
+
 def replaced_symbols(objects_dir: str, test_file: str) -> list[str]:
     """The global symbols the code under test defines in another's place, read from the object files under
     ``objects_dir``: every object but the framework's holds code under test (the tests' object includes the
-    solution's header)."""
+    solution's header). A definition of a name that a runtime library (libc, libstdc++ ...) defines (strong,
+    or any of a C name: the executable's own definition is the one every caller gets); a strong definition
+    of a name another object also defines; a strong one in the framework's, the C++ runtime's or the standard
+    library's namespace; and, in the solution's own objects, any name in Catch's namespace."""
     objects = sorted(glob.glob(os.path.join(objects_dir, "**", "*.o"), recursive=True))
     defined = {path: _defined(path) for path in objects}
+    runtime = _runtime_symbols()
     found = []
     for path, symbols in defined.items():
         rel = os.path.relpath(path, objects_dir)
@@ -98,8 +106,8 @@ def replaced_symbols(objects_dir: str, test_file: str) -> list[str]:
             elsewhere = [
                 os.path.relpath(p, objects_dir) for p, s in defined.items() if p != path and symbol in s
             ]
-            if strong and not symbol.startswith("_Z"):
-                found.append(f"{symbol} (C linkage, in {rel})")
+            if symbol in runtime and (strong or not symbol.startswith("_Z")):  # an inline C function too
+                found.append(f"{symbol} (in {rel}, also defined by the C or C++ runtime)")
             elif strong and symbol.startswith(RESERVED):
                 found.append(f"{symbol} (a reserved namespace, in {rel})")
             elif solution_object and symbol.startswith(RESERVED[:2]):  # the solution never includes Catch
@@ -109,12 +117,27 @@ def replaced_symbols(objects_dir: str, test_file: str) -> list[str]:
     return found
 
 
-def _defined(path: str) -> dict[str, str]:
-    """Global symbols defined in the object file at ``path``: name -> nm's kind letter."""
-    out, code, _ = run_process(["nm", "--defined-only", "--extern-only", "--portability", path], ".", 120)
+def _defined(path: str, dynamic: bool = False) -> dict[str, str]:
+    """Global symbols defined in the object file (or, ``dynamic``, exported by the shared library) at
+    ``path``: name (without a symbol version) -> nm's kind letter."""
+    command = ["nm", "--defined-only", "--extern-only", "--portability", *(["-D"] if dynamic else []), path]
+    out, code, _ = run_process(command, ".", 120)
     if code != 0:
         raise RuntimeError(f"nm could not read {path}: {out[-300:]}")
-    return {f[0]: f[1] for f in (line.split() for line in out.splitlines()) if len(f) >= 2}
+    return {f[0].split("@", 1)[0]: f[1] for f in (line.split() for line in out.splitlines()) if len(f) >= 2}
+
+
+def _runtime_symbols() -> set[str]:
+    """What the C and C++ runtime libraries the test executable links against define, where the compiler
+    finds them."""
+    compiler = shutil.which("c++") or shutil.which("g++")
+    found: set[str] = set()
+    for library in RUNTIME_LIBRARIES if compiler else ():
+        out, code, _ = run_process([str(compiler), f"-print-file-name={library}"], ".", 60)
+        path = out.strip()
+        if code == 0 and os.path.isabs(path) and os.path.exists(path):
+            found |= set(_defined(path, dynamic=True))
+    return found
 
 
 def settle_exit(run: Run) -> None:

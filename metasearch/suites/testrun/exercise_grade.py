@@ -77,8 +77,9 @@ def main(argv: list[str]) -> dict[str, Any]:
             runs = compiled_runs(work, spec)
             ids = sorted(verdict.outcomes(runs[-1]))
             result = verdict.judge(ids, runs, fractional=False, what="tests")
-            if not ids:  # the build or the test run failed: say how
-                result["error"] = f"no test ran: {runs[0].output[-800:]}"
+            if not ids:  # the build failed, a check before the run refused it, or the run failed: say how
+                refused = [str(r.get("what")) for r in runs[0].records if r.get("t") == "tamper"]
+                result["error"] = f"no test ran: {refused[0] if refused else runs[0].output[-800:]}"
         else:
             ids = verdict.collect(work, tests, timeout_s=timeout)
             result = verdict.run_and_judge(work, tests, ids, timeout_s=timeout, fractional=False)
