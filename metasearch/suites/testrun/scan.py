@@ -17,7 +17,9 @@ call with one literal. C++ may neither put a symbol in another's place when the 
 linkage, mangled names, aliases, weak symbols: ``catch2.replaced_symbols`` checks the object files too)
 nor rename by the preprocessor a name the tests or Catch use. Every language's equality definitions are read
 too: one that never looks at what it compares (``__eq__``, Rust ``eq``, Java ``equals``, C++
-``operator==``) makes a value that passes every equality assertion.
+``operator==``; naming it only to silence a warning, ``(void)other`` or ``let _ = other``, is not
+looking) or whose every return is "equal" (``return true``, ``... || true``) makes a value that passes
+every equality assertion.
 
 A scan is a tripwire, not a proof: code built from strings at run time (``getattr(m, "_e" + "xit")``)
 evades it, which is why the dynamic checks in ``verdict.py`` exist; the obvious building blocks of such
@@ -439,9 +441,43 @@ def _equality_findings(code: str, language: str) -> list[str]:
             names = [_param_name(p) for p in _split_params(m.group("params")) if p.strip()]
         else:
             names = [m.group("operand")]
-        if any(n is None or n == "_" or not re.search(rf"\b{re.escape(n)}\b", body) for n in names):
+        if any(n is None or n == "_" or not _reads(body, n) for n in names) or _constant(
+            body, language, m.group(0)
+        ):
             found.append(f"{ALWAYS_EQUAL}: {' '.join(m.group(0).split())[:60]}")
     return found
+
+
+# Statements that name a value without reading it: how compilers are told that a parameter is unused.
+_NOT_A_READ = (
+    r"\(\s*void\s*\)\s*\(?\s*{n}\s*\)?|static_cast\s*<\s*void\s*>\s*\(\s*{n}\s*\)|std::ignore\s*=\s*{n}\b"
+    r"|\blet\s+_\s*(:[^=;]*)?=\s*&?\s*{n}\s*;|(?<![\w.])_\s*=\s*&?\s*{n}\s*;|\bdrop\s*\(\s*&?\s*{n}\s*\)"
+    r"|(?:^|(?<=[;{{}}]))\s*[&*]?{n}\s*;|\bObjects\.requireNonNull\s*\(\s*{n}\s*\)\s*;"
+)
+_TRUE = {"true", "!false", "1", "(true)", "!!true", "!0"}
+
+
+def _reads(body: str, name: str) -> bool:
+    """Whether ``body`` reads ``name`` beyond the idioms that only silence an unused-parameter warning."""
+    n = re.escape(name)
+    return re.search(rf"\b{n}\b", re.sub(_NOT_A_READ.format(n=n), " ", body)) is not None
+
+
+def _constant(body: str, language: str, head: str) -> bool:
+    """Whether every value an equality definition returns is the literal "equal" (``true`` from ``==``,
+    ``eq``, ``equals``; ``false`` from ``!=``, ``ne``), however much else its body reads."""
+    returns = [r.strip() for r in re.findall(r"\breturn\b([^;]*);", body)]
+    if language == "rust":  # the tail expression is a return value too
+        tail = re.split(r"[;}]", body.rstrip())[-1].strip()
+        returns += [tail] if tail else []
+    if not returns:
+        return False
+    negated = re.search(r"!=|\bne\b", head) is not None
+    equal = {"false", "!true", "0", "(false)", "!1"} if negated else _TRUE
+    anyway = (
+        r"\|\|\s*\(?\s*(true|1)\s*\)?\s*$|^\(?\s*(true|1)\s*\|\|"  # ... || true: true whatever came before
+    )
+    return all(" ".join(r.split()) in equal or (not negated and re.search(anyway, r)) for r in returns)
 
 
 def _go_imports(code: str) -> list[str]:
