@@ -753,6 +753,12 @@ ANOTHER_NAME = [
     ("cpp", "#define TWOBLUECUBES_SINGLE_INCLUDE_CATCH_HPP_INCLUDED\n", "#define TWOBLUECUBES"),
     ("cpp", "#define true false\n", "renaming by the preprocessor: #define true"),
     ("rust", "#[unsafe(no_mangle)]\npub fn f() {}\n", "no_mangle"),
+    ("rust", "pub fn f(p: usize) { unsafe { *(p as *mut u8) = 0 } }\n", "memory-unsafe code: unsafe"),
+    (
+        "rust",
+        "struct A;\nunsafe impl std::alloc::GlobalAlloc for A {}\n#[global_allocator]\nstatic G: A = A;\n",
+        "memory-unsafe code: unsafe",
+    ),
     ("rust", 'unsafe extern "Rust" {\n    #[link_name = "x"]\n    fn f();\n}\n', 'extern "'),
 ]
 

@@ -66,6 +66,7 @@ ACCESS = "file, process or environment access"
 PATCHING = "runtime or test-runner patching"
 GRADER_FILES = "reading grader files"
 RENAMING = "renaming by the preprocessor"
+MEMORY = "memory-unsafe code"
 LINKING = "link-time symbol replacement"
 # Compiled and JavaScript solutions: each pattern is a route by which code under test could end the run
 # early, reach the process, its files (the tests, the reports) or its environment, redirect the streams a
@@ -118,6 +119,9 @@ OTHER_LANGUAGES: dict[str, list[tuple[str, str]]] = {
             rf"|\b({RUST_MODULES})::|::\{{?\s*({RUST_MODULES})\b",
         ),
         (GRADER_FILES, r"\binclude(_str|_bytes)?!|#\s*\[\s*path\b"),
+        # Raw memory: the test runner shares the process, and its results, its state and its exit status
+        # are bytes that unsafe code can rewrite (a global allocator sees every one of them made).
+        (MEMORY, r"\bunsafe\b"),
         (
             PATCHING,
             r"#\s*\[\s*(unsafe\s*\(\s*)?(no_mangle|export_name|link_section|link|link_name|linkage|used)\b"
