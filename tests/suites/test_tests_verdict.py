@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -1018,11 +1019,17 @@ REPLACED = {
 
 
 @pytest.mark.skipif(not all(map(shutil.which, ("cmake", "g++", "nm"))), reason="needs cmake, g++ and nm")
-def test_a_symbol_put_in_the_frameworks_place_is_found_before_the_tests_run(tmp_path: Path) -> None:
+def test_a_symbol_put_in_the_frameworks_place_is_found_before_the_tests_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The link check alone (no scan): Catch's comparison instantiated in the tests' object file is weak, so
     a strong definition of the same mangled name in the solution's object file replaced it and a wrong
     solution passed every test. The symbol tables, read before the executable runs, show it; the honest
-    example, with a global variable of its own (an unmangled name), still passes."""
+    example, with a global variable of its own (an unmangled name), still passes. The reports' folders are
+    removed after each run."""
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own_tmp))
     work = tmp_path / "perfect-numbers"
     shutil.copytree(REAL / "cpp" / "exercises" / "practice" / "perfect-numbers", work)
     header = (work / ".meta" / "example.h").read_text()
@@ -1045,6 +1052,7 @@ def test_a_symbol_put_in_the_frameworks_place_is_found_before_the_tests_run(tmp_
             continue
         assert result["score"] == 0.0 and result["flags"] == [TAMPER], (name, result)
         assert f"{catch2.LINKING}: " in result["error"] and reason in result["error"], (name, result)
+    assert list(own_tmp.iterdir()) == []
 
 
 # ------------------------------------------------------------------ the same in Docker

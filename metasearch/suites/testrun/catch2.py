@@ -53,12 +53,13 @@ def run_catch2_tests(work: str, name: str, test_file: str, *, timeout_s: float) 
         return [junit, xml]
     for run in (junit, xml):
         reporter = run.mode.split("-", 1)[1]
-        report = os.path.join(tempfile.mkdtemp(prefix="catch2-"), "report.xml")
-        command = [f"build/{name}", "-r", reporter, "-o", report]
-        out, run.exit_code, run.timed_out = run_process(command, work, timeout_s)
-        kill_orphans()
-        run.output = out[-3000:]
-        read_report(run, report, test_file)
+        with tempfile.TemporaryDirectory(prefix="catch2-", ignore_cleanup_errors=True) as own:
+            report = os.path.join(own, "report.xml")
+            command = [f"build/{name}", "-r", reporter, "-o", report]
+            out, run.exit_code, run.timed_out = run_process(command, work, timeout_s)
+            kill_orphans()
+            run.output = out[-3000:]
+            read_report(run, report, test_file)
         settle_exit(run)
     fold_sections(junit, {str(r["id"]) for r in xml.records if r.get("t") == "report"})
     return [junit, xml]

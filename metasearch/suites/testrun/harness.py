@@ -315,12 +315,13 @@ def run_pytest(channel: Channel, root: str, files: list[str], collect_only: bool
     sys.path.append(root)
     # A grader-owned configuration, read before candidate code exists: repository ini files cannot add
     # options or plugins.
-    ini = os.path.join(tempfile.mkdtemp(prefix="harness-"), "pytest.ini")
-    with open(ini, "w") as f:
-        f.write("[pytest]\naddopts =\n")
-    args = ["-q", "-p", "no:cacheprovider", "-c", ini, "--rootdir", root, "--confcutdir", root]
-    args += ["--collect-only"] if collect_only else []
-    return int(pytest.main([*args, *files], plugins=[Reporter(channel)]))
+    with tempfile.TemporaryDirectory(prefix="harness-", ignore_cleanup_errors=True) as own:
+        ini = os.path.join(own, "pytest.ini")
+        with open(ini, "w") as f:
+            f.write("[pytest]\naddopts =\n")
+        args = ["-q", "-p", "no:cacheprovider", "-c", ini, "--rootdir", root, "--confcutdir", root]
+        args += ["--collect-only"] if collect_only else []
+        return int(pytest.main([*args, *files], plugins=[Reporter(channel)]))
 
 
 def run_direct(channel: Channel, root: str, files: list[str]) -> int:
