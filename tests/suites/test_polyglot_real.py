@@ -247,3 +247,43 @@ def test_a_cpp_comparison_replaced_at_link_time_gains_nothing(
     result = suite.grade(task_id, workspace, polyglot_sandbox)  # type: ignore[arg-type]
     assert result.score == 0.0 and result.flags == ("tamper_suspect",), result
     assert f"perfect_numbers.cpp: link-time symbol replacement: {mangled}" in (result.error or ""), result
+
+
+# The real exercise's own equals, then one that says "equal" to anything through a test the scan cannot see
+# through (it reads its operand and returns no literal).
+RATIONAL_EQUALS = """    public boolean equals(Object obj) {
+        if (obj == null || !this.getClass().isAssignableFrom(obj.getClass())) {
+            return false;
+        }
+"""
+FORGED_EQUALS = """    public boolean equals(Object obj) {
+        if (obj == null || obj != null) {
+            return obj == obj;
+        }
+"""
+
+
+@pytest.mark.docker
+def test_a_java_equals_that_says_equal_to_anything_gains_nothing(
+    polyglot_sandbox: object, tmp_path: Path
+) -> None:
+    """java/rational-numbers with ``add`` broken: every test of ``add`` fails, unless ``equals`` says
+    "equal" to anything, which the scan does not see here. The grader's agent asks each equals the
+    solution defines about a value made up on the spot, and flags the run; the honest example passes."""
+    suite, task_id = _suite("java"), "polyglot/java/rational-numbers"
+    ids, score, error = suite.example_run(task_id, polyglot_sandbox)  # type: ignore[arg-type]
+    assert len(ids) == 41 and score == 1.0, error
+    results = {}
+    for name, forged in (("wrong", False), ("wrong, equal to anything", True)):
+        task = tmp_path / name.replace(" ", "-").replace(",", "")
+        suite.prepare(task_id, task)
+        solution = task / "workspace" / "src" / "main" / "java" / "Rational.java"
+        source = (suite.exercises[task_id].path / ".meta/src/reference/java/Rational.java").read_text()
+        assert RATIONAL_EQUALS in source
+        source = source.replace("this.numerator * that.denominator + that.numerator", "1 + that.numerator")
+        solution.write_text(source.replace(RATIONAL_EQUALS, FORGED_EQUALS) if forged else source)
+        results[name] = suite.grade(task_id, task / "workspace", polyglot_sandbox)  # type: ignore[arg-type]
+    wrong, forged_result = results["wrong"], results["wrong, equal to anything"]
+    assert wrong.score == 0.0 and wrong.flags == () and "tests failed" in (wrong.error or ""), wrong
+    assert forged_result.score == 0.0 and forged_result.flags == ("tamper_suspect",), forged_result
+    assert "a value that equals anything: Rational.equals" in (forged_result.error or ""), forged_result

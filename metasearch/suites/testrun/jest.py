@@ -52,7 +52,6 @@ HEADER = re.compile(r"^(PASS|FAIL) (?:\./)?(.+?)\s*(?:\(\d.*\))?$")
 LINE = re.compile(r"^( +)([✓✕○✎√×]) (?:(?:skipped|todo) )?(.*?)(?: \(\d+(?:\.\d+)? m?s\))?$")
 SUMMARY = re.compile(r"^Tests:\s+(.*?)(\d+) total\s*$", re.M)
 # What jest_guard.js throws when the code under test reaches for the framework, the built-ins or the process
-GUARD_REFUSAL = re.compile(r"metasearch: (the code under test tried to [a-z -]+)")
 MARKS = {"✓": "passed", "√": "passed", "✕": "failed", "×": "failed", "○": "skipped", "✎": "skipped"}
 STATUS = {"passed": "passed", "failed": "failed"}  # pending, skipped, todo, disabled: dropped
 
@@ -83,7 +82,7 @@ def run_jest_tests(work: str, test_files: list[str], *, timeout_s: float) -> lis
     with contextlib.suppress(OSError, ValueError), open(report, encoding="utf-8") as f:
         read_report(runs[0], json.load(f), work, test_files)
     read_verbose(runs[1], out, test_files)
-    for refusal in sorted(set(GUARD_REFUSAL.findall(out)))[:1]:
+    for refusal in sorted(set(verdict.GUARD_REFUSAL.findall(out)))[:1]:
         for run in runs:
             run.records.append({"t": "tamper", "what": f"{verdict.GUARD_REFUSED} it: {refusal}"})
     for rel, text in placed.items():

@@ -16,6 +16,11 @@ Either says exit status 1 when a test (or, for the tree, a container) failed, el
 the launcher's (``judge`` calls a difference a forced exit). An early ``System.exit(0)`` leaves neither
 the XML nor the summary: the run ended early.
 
+The JVM runs with a grader-owned agent (``EqualityGuard.java``, built here against Debian's ASM, which
+``junit5`` brings): every ``equals`` the solution defines is wrapped, and one that says "equal" to values
+made up on the spot (a new ``Object``, a string or number no one wrote) flags the run (``tamper_suspect``),
+however its body hides that from the scan.
+
 Weaker than the Python harnesses, like ``libtest.py``: both reports come from the JVM that runs
 candidate code, so a candidate that forges both (and evades the early-exit scan) can still lie.
 Exercises that need other libraries (``hangman``: RxJava, ``rest-api``: org.json) or a newer AssertJ
@@ -31,6 +36,7 @@ import re
 import tempfile
 import xml.etree.ElementTree as ET
 
+from . import verdict
 from .channel import Run, guard_grader, kill_orphans
 from .libtest import run_process
 
@@ -42,7 +48,8 @@ COMPILE = (
     "opentest4j",
     "junit-platform-commons",
 )
-REQUIRED = (*COMPILE, "assertj-core", "junit-platform-console-standalone")
+REQUIRED = (*COMPILE, "assertj-core", "junit-platform-console-standalone", "asm")
+GUARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "EqualityGuard.java")
 TREE_LINE = re.compile(r"^([│ ]*)[├└]─ (.+?)(?: \d+ ms)? ([✔✘■↷])(?: .*)?$")  # slow tests show their time
 TREE_OUTCOME = {"✔": "passed", "✘": "failed", "■": "failed", "↷": "skipped"}
 SUMMARY = re.compile(r"^\[\s+(\d+) (tests|containers) (found|skipped|aborted|successful|failed)\s+\]$", re.M)
@@ -79,8 +86,15 @@ def run_junit_tests(work: str, test_files: list[str], *, timeout_s: float, jars:
         for run in (xml, tree):
             run.output, run.exit_code, run.timed_out = out[-3000:], code, timed_out
         return [tree, xml]  # no end record: it did not compile
+    agent, out = _agent(own, jar["asm"], work, timeout_s)
+    if agent is None:
+        for run in (xml, tree):
+            run.output = f"the grader's equality guard did not build: {out[-2000:]}"
+        return [tree, xml]  # no end record
     names = {class_name(rel): rel for rel in test_files}
-    command = ["java", "-jar", jar["junit-platform-console-standalone"], "--disable-banner"]
+    main_sources = sorted({os.path.basename(p) for p in sources if "/src/main/java/" in p})
+    command = ["java", f"-javaagent:{agent}={','.join(main_sources)}"]
+    command += ["-jar", jar["junit-platform-console-standalone"], "--disable-banner"]
     command += ["--disable-ansi-colors", "--details=tree", f"--reports-dir={reports}"]
     command += ["--class-path", f"{classes}:{jar['assertj-core']}", *(f"--select-class={n}" for n in names)]
     out, code, timed_out = run_process(command, work, timeout_s)
@@ -90,7 +104,26 @@ def run_junit_tests(work: str, test_files: list[str], *, timeout_s: float, jars:
     read_xml(xml, os.path.join(reports, "TEST-junit-jupiter.xml"), names)
     full = {str(r["id"]) for r in xml.records if r.get("t") == "report"}
     read_tree(tree, out, names, full)
+    for refusal in sorted(set(verdict.GUARD_REFUSAL.findall(out)))[:1]:
+        for run in (xml, tree):
+            run.records.append({"t": "tamper", "what": f"{verdict.GUARD_REFUSED} it: {refusal}"})
     return [tree, xml]
+
+
+def _agent(own: str, asm: str, work: str, timeout_s: float) -> tuple[str | None, str]:
+    """Build the equality guard's agent jar under ``own``: its path (None if it did not build) and the
+    build's output."""
+    classes, jar = os.path.join(own, "agent"), os.path.join(own, "equality-guard.jar")
+    out, code, _ = run_process(["javac", "-d", classes, "-cp", asm, GUARD], work, timeout_s)
+    if code != 0:
+        return None, out
+    manifest = os.path.join(own, "agent.mf")
+    with open(manifest, "w") as f:
+        f.write(f"Premain-Class: metasearch.EqualityGuard\nClass-Path: {asm}\n")
+    out, code, _ = run_process(
+        ["jar", "--create", f"--file={jar}", f"--manifest={manifest}", "-C", classes, "."], work, timeout_s
+    )
+    return (jar if code == 0 else None), out
 
 
 def class_name(rel: str) -> str:

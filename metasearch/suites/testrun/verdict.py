@@ -20,13 +20,15 @@ report it passed. Failures, each with a reason naming it:
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from typing import Any
 
 from .channel import Run, run_harness
 
 TAMPER = "tamper_suspect"
-GUARD_REFUSED = "a grader-owned guard refused"  # a setup file in the test process (jest_guard.js)
+GUARD_REFUSED = "a grader-owned guard refused"  # in the test process: jest_guard.js, EqualityGuard.java
+GUARD_REFUSAL = re.compile(r"metasearch: (the code under test tried to [a-z -]+(?:: [\w.$]+)?)")  # a guard's
 ALWAYS_EQUAL = "always-equal class"  # harness.ALWAYS_EQUAL
 WATCHED = "watched"  # harness.WATCH: what the audit hook saw the code under test do
 INCONSISTENT = "inconsistent_results"

@@ -1,0 +1,182 @@
+package metasearch;
+
+import java.lang.instrument.ClassFileTransformer;
+import java.lang.instrument.Instrumentation;
+import java.lang.reflect.Method;
+import java.security.ProtectionDomain;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.UUID;
+
+import org.objectweb.asm.ClassReader;
+import org.objectweb.asm.ClassVisitor;
+import org.objectweb.asm.ClassWriter;
+import org.objectweb.asm.MethodVisitor;
+import org.objectweb.asm.Opcodes;
+
+/**
+ * A grader-owned Java agent for the JUnit run: every {@code equals(Object)} defined in the code under test
+ * (classes compiled from the solution's source files, named by the agent's argument) is wrapped, so that
+ * whenever it answers "equal" it is asked once more, about values made up on the spot that nothing honest
+ * equals (a new {@code Object}, a string or number no one wrote). An equals that says "equal" to one of them
+ * is a value that passes every equality assertion: the agent says so on the standard error, and the grader
+ * flags the run. The original method is kept, renamed and private, so the code under test cannot call
+ * around the wrapper by name.
+ */
+public final class EqualityGuard implements ClassFileTransformer {
+    static final String RENAMED = "equals$metasearch";
+    static final String EQUALS = "(Ljava/lang/Object;)Z";
+    static final String REFUSAL = "metasearch: the code under test tried to make a value that equals anything: ";
+    private static final ThreadLocal<Boolean> BUSY = ThreadLocal.withInitial(() -> false);
+    private static final Set<String> REPORTED = java.util.Collections.synchronizedSet(new HashSet<>());
+    private final Set<String> sources;
+
+    private EqualityGuard(Set<String> sources) {
+        this.sources = sources;
+    }
+
+    /** {@code args}: the solution's source file names, comma-separated ({@code Clock.java,Util.java}). */
+    public static void premain(String args, Instrumentation instrumentation) {
+        Set<String> sources = new HashSet<>(Arrays.asList((args == null ? "" : args).split(",")));
+        instrumentation.addTransformer(new EqualityGuard(sources));
+    }
+
+    @Override
+    public byte[] transform(
+            ClassLoader loader, String name, Class<?> redefined, ProtectionDomain domain, byte[] bytes) {
+        try {
+            ClassReader reader = new ClassReader(bytes);
+            String[] source = {null};
+            boolean[] defines = {false};
+            reader.accept(new ClassVisitor(Opcodes.ASM9) {
+                @Override
+                public void visitSource(String file, String debug) {
+                    source[0] = file;
+                }
+
+                @Override
+                public MethodVisitor visitMethod(int access, String method, String desc, String sig, String[] ex) {
+                    defines[0] |= isEquals(access, method, desc);
+                    return null;
+                }
+            }, ClassReader.SKIP_CODE | ClassReader.SKIP_FRAMES);
+            if (!defines[0] || source[0] == null || !sources.contains(source[0])) {
+                return null;
+            }
+            ClassWriter writer = new ClassWriter(reader, 0);
+            reader.accept(new Wrapper(writer), 0);
+            return writer.toByteArray();
+        } catch (RuntimeException exc) {
+            System.err.println(REFUSAL + name + " (could not be checked: " + exc + ")");
+            return null;
+        }
+    }
+
+    static boolean isEquals(int access, String method, String desc) {
+        return method.equals("equals") && desc.equals(EQUALS) && (access & Opcodes.ACC_ABSTRACT) == 0
+                && (access & Opcodes.ACC_STATIC) == 0;
+    }
+
+    /** Keeps {@code equals} under a private name and puts a wrapper that calls it, then {@link #after}. */
+    static final class Wrapper extends ClassVisitor {
+        private String owner;
+
+        Wrapper(ClassVisitor next) {
+            super(Opcodes.ASM9, next);
+        }
+
+        @Override
+        public void visit(int version, int access, String name, String sig, String parent, String[] faces) {
+            owner = name;
+            super.visit(version, access, name, sig, parent, faces);
+        }
+
+        @Override
+        public MethodVisitor visitMethod(int access, String method, String desc, String sig, String[] ex) {
+            if (!isEquals(access, method, desc)) {
+                return super.visitMethod(access, method, desc, sig, ex);
+            }
+            MethodVisitor wrapper = super.visitMethod(access & ~Opcodes.ACC_SYNCHRONIZED, method, desc, sig, ex);
+            wrapper.visitCode();
+            wrapper.visitVarInsn(Opcodes.ALOAD, 0);
+            wrapper.visitVarInsn(Opcodes.ALOAD, 1);
+            wrapper.visitVarInsn(Opcodes.ALOAD, 0);
+            wrapper.visitVarInsn(Opcodes.ALOAD, 1);
+            wrapper.visitMethodInsn(Opcodes.INVOKESPECIAL, owner, RENAMED, EQUALS, false);
+            wrapper.visitMethodInsn(Opcodes.INVOKESTATIC, "metasearch/EqualityGuard", "after",
+                    "(Ljava/lang/Object;Ljava/lang/Object;Z)Z", false);
+            wrapper.visitInsn(Opcodes.IRETURN);
+            wrapper.visitMaxs(4, 2);
+            wrapper.visitEnd();
+            int hidden = (access & ~(Opcodes.ACC_PUBLIC | Opcodes.ACC_PROTECTED)) | Opcodes.ACC_PRIVATE
+                    | Opcodes.ACC_SYNTHETIC;
+            return super.visitMethod(hidden, RENAMED, desc, sig, ex);
+        }
+    }
+
+    /** Called by every wrapped equals with its answer, which it returns unchanged. */
+    public static boolean after(Object self, Object other, boolean equal) {
+        if (!equal || BUSY.get()) {
+            return equal;
+        }
+        BUSY.set(true);
+        try {
+            Method original = original(self.getClass());
+            if (original == null) {
+                return equal;
+            }
+            for (Object probe : probes(other)) {
+                boolean said;
+                try {
+                    said = (Boolean) original.invoke(self, probe);
+                } catch (ReflectiveOperationException | RuntimeException exc) {
+                    said = false; // a cast that fails is an honest "not equal"
+                }
+                if (said && REPORTED.add(original.getDeclaringClass().getName())) {
+                    System.err.println(REFUSAL + original.getDeclaringClass().getName() + ".equals");
+                    System.err.flush();
+                }
+            }
+        } finally {
+            BUSY.set(false);
+        }
+        return equal;
+    }
+
+    /** The wrapped equals that {@code type}'s instances use: the nearest class that defines one. */
+    static Method original(Class<?> type) {
+        for (Class<?> c = type; c != null; c = c.getSuperclass()) {
+            try {
+                Method method = c.getDeclaredMethod(RENAMED, Object.class);
+                method.setAccessible(true);
+                return method;
+            } catch (NoSuchMethodException exc) {
+                // not this one
+            }
+        }
+        return null;
+    }
+
+    /** Values nothing honest equals: a new object, and one of {@code other}'s kind that no one wrote. */
+    static List<Object> probes(Object other) {
+        List<Object> probes = new ArrayList<>();
+        probes.add(new Object());
+        String token = "metasearch-" + UUID.randomUUID();
+        long number = UUID.randomUUID().getMostSignificantBits() | 1L << 62;
+        if (other instanceof CharSequence) {
+            probes.add(token);
+        } else if (other instanceof Integer || other instanceof Short || other instanceof Byte) {
+            probes.add((int) number);
+        } else if (other instanceof Long) {
+            probes.add(number);
+        } else if (other instanceof Double || other instanceof Float) {
+            probes.add((double) number);
+        } else if (other instanceof java.util.Collection) {
+            probes.add(List.of(token));
+        }
+        return probes;
+    }
+}
