@@ -37,6 +37,15 @@ CASES = {
         "tests/suites/test_polyglot_js_java.py::test_worker_threads_start_under_the_guard_too"
     ),
     "polyglot (Go, polyglot image)": "tests/suites/test_polyglot_real.py::test_forged_go_results_gain_nothing",
+    "polyglot (C++, link check)": (
+        "tests/suites/test_tests_verdict.py::test_a_symbol_put_in_the_frameworks_place_is_found_before_the_tests_run"
+    ),
+    "polyglot (C++, polyglot image)": (
+        "tests/suites/test_polyglot_real.py::test_a_cpp_comparison_replaced_at_link_time_gains_nothing"
+    ),
+    "polyglot (Java equality, polyglot image)": (
+        "tests/suites/test_polyglot_real.py::test_a_java_equals_that_says_equal_to_anything_gains_nothing"
+    ),
     "sandbox / study": "tests/sandboxes/test_hostile.py::test_hostile_case",
     "code-edit (other tasks' tests)": (
         "tests/suites/test_tests_verdict.py::test_a_code_edit_grading_run_holds_no_other_tasks_tests"
