@@ -61,17 +61,18 @@ def run_grader(
     *,
     timeout_s: float,
     memory_mb: int = 2048,
+    pids: int | None = None,
     workdir: str = "/tmp",
     env: Mapping[str, str] | None = None,
 ) -> ExecResult:
     """Run a grader script in a fresh sandbox run; its raw result (for graders that print more than a
-    verdict, such as a trusted run that learns the expected test ids)."""
+    verdict, such as a trusted run that learns the expected test ids). ``pids`` left None: the sandbox's."""
     spec = RunSpec(
         command=list(command),
         mounts=tuple(mounts),
         workdir=workdir,
         env={**GRADER_ENV, **(env or {})},
-        limits=Limits(timeout_s=timeout_s, memory_mb=memory_mb),
+        limits=Limits(timeout_s=timeout_s, memory_mb=memory_mb, pids=pids),
         labels={"metasearch.role": "grader"},
     )
     return sandbox.run(spec)

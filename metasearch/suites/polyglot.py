@@ -149,6 +149,9 @@ OFFLINE_GAPS = {
 }
 NO_HIDDEN_TESTS = ".meta/.skip_tests"  # the exercise asks for tests, not code (Go's counter)
 GRADE_SCRIPT = f"{TESTRUN_MOUNT}/exercise_grade.py"
+# Processes and threads of one grading run: java/bank-account's tests start 1,000 threads at once, over
+# the sandbox's default of 256 (its example solution failed with "unable to create native thread").
+GRADING_PIDS = 2048
 IMAGE_FIX = (
     "grade in the polyglot image: `metasearch images build polyglot`, then set sandbox.image: polyglot"
 )
@@ -291,7 +294,13 @@ class PolyglotSuite:
                 else:  # the local sandbox maps a mount to a link, and /exercise is one already
                     (source / "node_modules").symlink_to(modules.resolve())
             return run_grader(
-                sandbox, command, mounts, timeout_s=timeout, memory_mb=4096, workdir="/exercise"
+                sandbox,
+                command,
+                mounts,
+                timeout_s=timeout,
+                memory_mb=4096,
+                pids=GRADING_PIDS,
+                workdir="/exercise",
             )
 
     def _expected(self, ex: Exercise, sandbox: Sandbox) -> list[str]:
