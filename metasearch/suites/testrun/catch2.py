@@ -13,8 +13,9 @@ failed assertions).
 Before the executable runs, its object files' symbol tables are read (``nm``; the code under test has
 not run yet, so it cannot have touched them): a symbol the code under test defines in place of another
 (a strong definition of a name another object also defines, such as the framework's comparison that the
-tests' object holds only weakly; a C-linkage name, which can stand for libc's; a name in the framework's
-or the standard library's namespace) is ``link-time symbol replacement`` and the tests never run.
+tests' object holds only weakly; a name the C or C++ runtime defines, such as libc's; a name in the
+framework's or the standard library's namespace) is ``link-time symbol replacement`` and the tests never
+run.
 
 Weaker than the Python harnesses, like ``libtest.py``: both reports are files the test process could
 write, so a candidate that forges both (and evades the early-exit scan) can still lie. Checked with the
@@ -78,11 +79,8 @@ RESERVED = (
     "_ZNK9__gnu_cxx",
     "_ZN10__cxxabiv1",
 )
-FRAMEWORK_OBJECT = os.path.join(
-    "test", "tests-main.cpp.o"
-)  # the exercise's own Catch main, no candidate code
-
-
+# the exercise's own Catch main: the one object without code under test
+FRAMEWORK_OBJECT = os.path.join("test", "tests-main.cpp.o")
 RUNTIME_LIBRARIES = ("libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1")
 
 
