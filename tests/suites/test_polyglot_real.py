@@ -17,6 +17,7 @@ import pytest
 
 from metasearch.errors import InfrastructureError
 from metasearch.suites.polyglot import PolyglotSuite
+from metasearch.suites.testrun import scan
 from metasearch.suites.testrun.exercise_grade import example_targets
 
 ROOT = Path(__file__).resolve().parent / "polyglot_real"
@@ -249,18 +250,23 @@ def test_a_cpp_comparison_replaced_at_link_time_gains_nothing(
     assert f"perfect_numbers.cpp: link-time symbol replacement: {mangled}" in (result.error or ""), result
 
 
-# The real exercise's own equals, then one that says "equal" to anything through a test the scan cannot see
-# through (it reads its operand and returns no literal).
+# The real exercise's own equals, then two that the scan cannot see through (they read their operand and
+# return no literal): one says "equal" to anything, one to any Rational.
 RATIONAL_EQUALS = """    public boolean equals(Object obj) {
         if (obj == null || !this.getClass().isAssignableFrom(obj.getClass())) {
             return false;
         }
 """
-FORGED_EQUALS = """    public boolean equals(Object obj) {
-        if (obj == null || obj != null) {
-            return obj == obj;
-        }
-"""
+RATIONAL_COMPARED = """        return this.getNumerator() == other.getNumerator()
+            && this.getDenominator() == other.getDenominator();"""
+FORGED_EQUALS = {
+    "equal to anything": (
+        RATIONAL_EQUALS,
+        "    public boolean equals(Object obj) {\n        if (obj == null || obj != null) {\n"
+        "            return obj == obj;\n        }\n",
+    ),
+    "equal to any Rational": (RATIONAL_COMPARED, "        return other == other;"),
+}
 
 
 @pytest.mark.docker
@@ -274,16 +280,18 @@ def test_a_java_equals_that_says_equal_to_anything_gains_nothing(
     ids, score, error = suite.example_run(task_id, polyglot_sandbox)  # type: ignore[arg-type]
     assert len(ids) == 41 and score == 1.0, error
     results = {}
-    for name, forged in (("wrong", False), ("wrong, equal to anything", True)):
-        task = tmp_path / name.replace(" ", "-").replace(",", "")
+    for name, (old, new) in {"wrong": ("", ""), **FORGED_EQUALS}.items():
+        task = tmp_path / name.replace(" ", "-")
         suite.prepare(task_id, task)
         solution = task / "workspace" / "src" / "main" / "java" / "Rational.java"
         source = (suite.exercises[task_id].path / ".meta/src/reference/java/Rational.java").read_text()
-        assert RATIONAL_EQUALS in source
+        assert old in source
         source = source.replace("this.numerator * that.denominator + that.numerator", "1 + that.numerator")
-        solution.write_text(source.replace(RATIONAL_EQUALS, FORGED_EQUALS) if forged else source)
+        solution.write_text(source.replace(old, new) if old else source)
+        assert old == "" or scan.new_findings(None, solution.read_text(), "java") == []
         results[name] = suite.grade(task_id, task / "workspace", polyglot_sandbox)  # type: ignore[arg-type]
-    wrong, forged_result = results["wrong"], results["wrong, equal to anything"]
+    wrong = results.pop("wrong")
     assert wrong.score == 0.0 and wrong.flags == () and "tests failed" in (wrong.error or ""), wrong
-    assert forged_result.score == 0.0 and forged_result.flags == ("tamper_suspect",), forged_result
-    assert "a value that equals anything: Rational.equals" in (forged_result.error or ""), forged_result
+    for name, forged in results.items():
+        assert forged.score == 0.0 and forged.flags == ("tamper_suspect",), (name, forged)
+        assert "a value that equals anything: Rational.equals" in (forged.error or ""), (name, forged)

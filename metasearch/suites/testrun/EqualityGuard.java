@@ -9,7 +9,7 @@ import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
-import java.util.UUID;
+import java.util.concurrent.ThreadLocalRandom;
 
 import org.objectweb.asm.ClassReader;
 import org.objectweb.asm.ClassVisitor;
@@ -21,7 +21,8 @@ import org.objectweb.asm.Opcodes;
  * A grader-owned Java agent for the JUnit run: every {@code equals(Object)} defined in the code under test
  * (classes compiled from the solution's source files, named by the agent's argument) is wrapped, so that
  * whenever it answers "equal" it is asked once more, about values made up on the spot that nothing honest
- * equals (a new {@code Object}, a string or number no one wrote). An equals that says "equal" to one of them
+ * equals (a new {@code Object}; a near miss of a string, number or collection; a twin of one of the
+ * solution's own values with every field changed). An equals that says "equal" to one of them
  * is a value that passes every equality assertion: the agent says so on the standard error, and the grader
  * flags the run. The original method is kept, renamed and private, so the code under test cannot call
  * around the wrapper by name.
@@ -160,23 +161,100 @@ public final class EqualityGuard implements ClassFileTransformer {
         return null;
     }
 
-    /** Values nothing honest equals: a new object, and one of {@code other}'s kind that no one wrote. */
+    /**
+     * Values nothing honest equals: a new object; a near miss of {@code other} when it is a string, a number
+     * or a collection; and, when {@code other} is one of the solution's own values, a twin of it made without
+     * a constructor whose every field differs (so an equals that only checks the class is caught too).
+     */
     static List<Object> probes(Object other) {
         List<Object> probes = new ArrayList<>();
         probes.add(new Object());
-        String token = "metasearch-" + UUID.randomUUID();
-        long number = UUID.randomUUID().getMostSignificantBits() | 1L << 62;
-        if (other instanceof CharSequence) {
-            probes.add(token);
-        } else if (other instanceof Integer || other instanceof Short || other instanceof Byte) {
-            probes.add((int) number);
-        } else if (other instanceof Long) {
-            probes.add(number);
-        } else if (other instanceof Double || other instanceof Float) {
-            probes.add((double) number);
-        } else if (other instanceof java.util.Collection) {
-            probes.add(List.of(token));
+        ThreadLocalRandom random = ThreadLocalRandom.current();
+        int offset = random.nextInt(1, 1000) * (random.nextBoolean() ? 1 : -1);
+        if (other instanceof CharSequence text) {
+            probes.add(nearMiss(text.toString(), random));
+        } else if (other instanceof Integer n) {
+            probes.add(n + offset);
+        } else if (other instanceof Long n) {
+            probes.add(n + offset);
+        } else if (other instanceof Double n) {
+            probes.add(n + offset);
+        } else if (other instanceof Float n) {
+            probes.add(n + offset);
+        } else if (other instanceof java.util.Collection<?> items) {
+            List<Object> changed = new ArrayList<>(items);
+            changed.add(new Object());
+            probes.add(changed);
+        }
+        if (other != null && original(other.getClass()) != null) {
+            Object twin = twin(other, random);
+            if (twin != null) {
+                probes.add(twin);
+            }
         }
         return probes;
+    }
+
+    static String nearMiss(String text, ThreadLocalRandom random) {
+        char letter = (char) ('a' + random.nextInt(26));
+        int at = random.nextInt(text.length() + 1);
+        return text.substring(0, at) + letter + text.substring(at);
+    }
+
+    /** A new instance of {@code other}'s class, no constructor run, each field set unlike {@code other}'s
+     * (numbers moved, booleans flipped, strings changed, other references null); null unless it has fields
+     * and every one of them could be made to differ (a record's cannot be set; a null stays null). */
+    static Object twin(Object other, ThreadLocalRandom random) {
+        try {
+            Class<?> unsafeClass = Class.forName("sun.misc.Unsafe");
+            java.lang.reflect.Field theUnsafe = unsafeClass.getDeclaredField("theUnsafe");
+            theUnsafe.setAccessible(true);
+            Object unsafe = theUnsafe.get(null);
+            Object twin = unsafeClass.getMethod("allocateInstance", Class.class).invoke(unsafe, other.getClass());
+            int fields = 0;
+            for (Class<?> c = other.getClass(); c != null && c != Object.class; c = c.getSuperclass()) {
+                for (java.lang.reflect.Field field : c.getDeclaredFields()) {
+                    if (java.lang.reflect.Modifier.isStatic(field.getModifiers())) {
+                        continue;
+                    }
+                    field.setAccessible(true);
+                    Object was = field.get(other);
+                    if (!field.getType().isPrimitive() && field.getType() != String.class && was == null) {
+                        return null;
+                    }
+                    field.set(twin, unlike(field.getType(), was, random));
+                    fields++;
+                }
+            }
+            return fields == 0 ? null : twin;
+        } catch (ReflectiveOperationException | RuntimeException exc) {
+            return null;
+        }
+    }
+
+    static Object unlike(Class<?> type, Object value, ThreadLocalRandom random) {
+        long offset = random.nextInt(1, 1000);
+        if (type == boolean.class) {
+            return !(Boolean) value;
+        } else if (type == int.class) {
+            return (int) ((Integer) value + offset);
+        } else if (type == long.class) {
+            return (Long) value + offset;
+        } else if (type == short.class) {
+            return (short) ((Short) value + offset);
+        } else if (type == byte.class) {
+            return (byte) ((Byte) value + 1 + random.nextInt(100));
+        } else if (type == char.class) {
+            return (char) ((Character) value + 1 + random.nextInt(25));
+        } else if (type == double.class) {
+            double number = (Double) value;
+            return number + offset != number ? number + offset : number * 2 + 1;
+        } else if (type == float.class) {
+            float number = (Float) value;
+            return number + offset != number ? number + offset : number * 2 + 1;
+        } else if (type == String.class) {
+            return nearMiss(value == null ? "" : (String) value, random);
+        }
+        return null;
     }
 }

@@ -18,7 +18,8 @@ the XML nor the summary: the run ended early.
 
 The JVM runs with a grader-owned agent (``EqualityGuard.java``, built here against Debian's ASM, which
 ``junit5`` brings): every ``equals`` the solution defines is wrapped, and one that says "equal" to values
-made up on the spot (a new ``Object``, a string or number no one wrote) flags the run (``tamper_suspect``),
+made up on the spot (a new ``Object``; a near miss of a string, number or collection; a twin of the
+solution's own value with every field changed, made without a constructor) flags the run (``tamper_suspect``),
 however its body hides that from the scan.
 
 Weaker than the Python harnesses, like ``libtest.py``: both reports come from the JVM that runs
