@@ -32,6 +32,7 @@ import xml.etree.ElementTree as ET
 
 from .channel import Run, guard_grader, kill_orphans
 from .libtest import run_process
+from .scan import LINKING
 
 
 def run_catch2_tests(work: str, name: str, test_file: str, *, timeout_s: float) -> list[Run]:
@@ -66,7 +67,6 @@ def run_catch2_tests(work: str, name: str, test_file: str, *, timeout_s: float) 
     return [junit, xml]
 
 
-LINKING = "link-time symbol replacement"
 STRONG = set("TDBRGSCi")  # nm's kinds of a global definition that wins over a weak one
 # the framework's, the C++ runtime's and the standard library's namespaces, as mangled names begin
 RESERVED = (
