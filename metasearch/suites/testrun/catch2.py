@@ -30,6 +30,7 @@ import shutil
 import tempfile
 import xml.etree.ElementTree as ET
 
+from . import verdict
 from .channel import Run, guard_grader, kill_orphans
 from .libtest import run_process
 from .scan import LINKING
@@ -49,9 +50,7 @@ def run_catch2_tests(work: str, name: str, test_file: str, *, timeout_s: float) 
                 run.output, run.exit_code, run.timed_out = out[-3000:], code, timed_out
             return [junit, xml]  # no end record: it did not build
     if replaced := replaced_symbols(os.path.join(work, "build", "CMakeFiles", f"{name}.dir"), test_file):
-        what = f"{LINKING}: {', '.join(replaced[:3])}"
-        for run in (junit, xml):
-            run.records.append({"t": "tamper", "what": what})
+        verdict.tampered((junit, xml), f"{LINKING}: {', '.join(replaced[:3])}")
         return [junit, xml]
     for run in (junit, xml):
         reporter = run.mode.split("-", 1)[1]
@@ -92,19 +91,20 @@ def replaced_symbols(objects_dir: str, test_file: str) -> list[str]:
     of a name another object also defines; a strong one in the framework's, the C++ runtime's or the standard
     library's namespace; and, in the solution's own objects, any name in Catch's namespace."""
     objects = sorted(glob.glob(os.path.join(objects_dir, "**", "*.o"), recursive=True))
-    defined = {path: _defined(path) for path in objects}
+    defined = {os.path.relpath(path, objects_dir): _defined(path) for path in objects}
+    owners: dict[str, list[str]] = {}  # symbol -> the objects that define it
+    for rel, symbols in defined.items():
+        for symbol in symbols:
+            owners.setdefault(symbol, []).append(rel)
     runtime = _runtime_symbols()
     found = []
-    for path, symbols in defined.items():
-        rel = os.path.relpath(path, objects_dir)
+    for rel, symbols in defined.items():
         if rel == FRAMEWORK_OBJECT:
             continue
         solution_object = rel != test_file + ".o"
         for symbol, kind in symbols.items():
             strong = kind in STRONG
-            elsewhere = [
-                os.path.relpath(p, objects_dir) for p, s in defined.items() if p != path and symbol in s
-            ]
+            elsewhere = [owner for owner in owners[symbol] if owner != rel]
             if symbol in runtime and (strong or not symbol.startswith("_Z")):  # an inline C function too
                 found.append(f"{symbol} (in {rel}, also defined by the C or C++ runtime)")
             elif strong and symbol.startswith(RESERVED):

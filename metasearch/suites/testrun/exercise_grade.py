@@ -59,17 +59,17 @@ def main(argv: list[str]) -> dict[str, Any]:
     """One grading in a temporary folder of its own, removed when it ends: every file the runs make (the
     exercise's copy, its build, the reports) goes there, so nothing piles up where the sandbox's
     temporary folder is the host's (``LocalSandbox``)."""
+    mode, exercise, artifact, spec = argv[1], argv[2], argv[3], json.loads(argv[4])
     own = tempfile.mkdtemp(prefix="polyglot-")
     tempfile.tempdir = own  # the runners' own temporary folders too
     try:
-        return grade(argv, os.path.join(own, json.loads(argv[4]).get("name") or "exercise"))
+        return grade(mode, exercise, artifact, spec, os.path.join(own, spec.get("name") or "exercise"))
     finally:
         tempfile.tempdir = None
         shutil.rmtree(own, ignore_errors=True)
 
 
-def grade(argv: list[str], work: str) -> dict[str, Any]:
-    mode, exercise, artifact, spec = argv[1], argv[2], argv[3], json.loads(argv[4])
+def grade(mode: str, exercise: str, artifact: str, spec: dict[str, Any], work: str) -> dict[str, Any]:
     # Named like the exercise: C++ projects take their target and file names from their folder's name.
     if problem := missing_toolchain(spec["language"], exercise):
         return {"infrastructure": problem}

@@ -82,13 +82,10 @@ def run_jest_tests(work: str, test_files: list[str], *, timeout_s: float) -> lis
     with contextlib.suppress(OSError, ValueError), open(report, encoding="utf-8") as f:
         read_report(runs[0], json.load(f), work, test_files)
     read_verbose(runs[1], out, test_files)
-    for refusal in sorted(set(verdict.GUARD_REFUSAL.findall(out)))[:1]:
-        for run in runs:
-            run.records.append({"t": "tamper", "what": f"{verdict.GUARD_REFUSED} it: {refusal}"})
+    verdict.guard_refusals(runs, out)
     for rel, text in placed.items():
         if _read(os.path.join(work, rel)) != text:
-            for run in runs:
-                run.records.append({"t": "tamper", "what": f"spec file {rel} changed during the run"})
+            verdict.tampered(runs, f"spec file {rel} changed during the run")
     return runs
 
 

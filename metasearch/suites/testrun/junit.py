@@ -105,9 +105,7 @@ def run_junit_tests(work: str, test_files: list[str], *, timeout_s: float, jars:
     read_xml(xml, os.path.join(reports, "TEST-junit-jupiter.xml"), names)
     full = {str(r["id"]) for r in xml.records if r.get("t") == "report"}
     read_tree(tree, out, names, full)
-    for refusal in sorted(set(verdict.GUARD_REFUSAL.findall(out)))[:1]:
-        for run in (xml, tree):
-            run.records.append({"t": "tamper", "what": f"{verdict.GUARD_REFUSED} it: {refusal}"})
+    verdict.guard_refusals((xml, tree), out)
     return [tree, xml]
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Iterable
 from typing import Any
 
 from .channel import Run, run_harness
@@ -163,6 +164,19 @@ def changed_tests(root: str, tests: dict[str, bytes]) -> str | None:
             if f.read() != content:
                 return rel
     return None
+
+
+def tampered(runs: Iterable[Run], what: str) -> None:
+    """Record what a grader-side check found (one sentence) in every transcript of the same test process."""
+    for run in runs:
+        run.records.append({"t": "tamper", "what": what})
+
+
+def guard_refusals(runs: Iterable[Run], output: str) -> None:
+    """The first refusal a grader-owned guard in the test process printed in ``output``, recorded in every
+    transcript of that process."""
+    for refusal in sorted(set(GUARD_REFUSAL.findall(output)))[:1]:
+        tampered(runs, f"{GUARD_REFUSED} it: {refusal}")
 
 
 def _distrust(run: Run) -> str | None:
