@@ -147,19 +147,27 @@ public final class EqualityGuard implements ClassFileTransformer {
         return equal;
     }
 
-    /** The wrapped equals that {@code type}'s instances use: the nearest class that defines one. */
+    /** The wrapped equals that {@code type}'s instances use: the nearest class that defines one (looked up
+     * once per class: every "equal" answer asks). */
     static Method original(Class<?> type) {
-        for (Class<?> c = type; c != null; c = c.getSuperclass()) {
-            try {
-                Method method = c.getDeclaredMethod(RENAMED, Object.class);
-                method.setAccessible(true);
-                return method;
-            } catch (NoSuchMethodException exc) {
-                // not this one
-            }
-        }
-        return null;
+        return ORIGINALS.get(type).orElse(null);
     }
+
+    private static final ClassValue<java.util.Optional<Method>> ORIGINALS = new ClassValue<>() {
+        @Override
+        protected java.util.Optional<Method> computeValue(Class<?> type) {
+            for (Class<?> c = type; c != null; c = c.getSuperclass()) {
+                try {
+                    Method method = c.getDeclaredMethod(RENAMED, Object.class);
+                    method.setAccessible(true);
+                    return java.util.Optional.of(method);
+                } catch (NoSuchMethodException exc) {
+                    // not this one
+                }
+            }
+            return java.util.Optional.empty();
+        }
+    };
 
     /**
      * Values nothing honest equals: a new object; a near miss of {@code other} when it is a string, a number
@@ -206,11 +214,7 @@ public final class EqualityGuard implements ClassFileTransformer {
      * and every one of them could be made to differ (a record's cannot be set; a null stays null). */
     static Object twin(Object other, ThreadLocalRandom random) {
         try {
-            Class<?> unsafeClass = Class.forName("sun.misc.Unsafe");
-            java.lang.reflect.Field theUnsafe = unsafeClass.getDeclaredField("theUnsafe");
-            theUnsafe.setAccessible(true);
-            Object unsafe = theUnsafe.get(null);
-            Object twin = unsafeClass.getMethod("allocateInstance", Class.class).invoke(unsafe, other.getClass());
+            Object twin = Allocator.ALLOCATE.invoke(Allocator.UNSAFE, other.getClass());
             int fields = 0;
             for (Class<?> c = other.getClass(); c != null && c != Object.class; c = c.getSuperclass()) {
                 for (java.lang.reflect.Field field : c.getDeclaredFields()) {
@@ -227,8 +231,26 @@ public final class EqualityGuard implements ClassFileTransformer {
                 }
             }
             return fields == 0 ? null : twin;
-        } catch (ReflectiveOperationException | RuntimeException exc) {
-            return null;
+        } catch (ReflectiveOperationException | RuntimeException | LinkageError exc) {
+            return null; // LinkageError: no Unsafe to make twins with (Allocator did not load)
+        }
+    }
+
+    /** {@code sun.misc.Unsafe.allocateInstance}, found once, the first time a twin is made. */
+    static final class Allocator {
+        static final Object UNSAFE;
+        static final Method ALLOCATE;
+
+        static {
+            try {
+                Class<?> unsafeClass = Class.forName("sun.misc.Unsafe");
+                java.lang.reflect.Field theUnsafe = unsafeClass.getDeclaredField("theUnsafe");
+                theUnsafe.setAccessible(true);
+                UNSAFE = theUnsafe.get(null);
+                ALLOCATE = unsafeClass.getMethod("allocateInstance", Class.class);
+            } catch (ReflectiveOperationException exc) {
+                throw new IllegalStateException(exc);
+            }
         }
     }
 
