@@ -120,12 +120,15 @@ def _always_equal_classes() -> list[Any]:
             todo += type.__subclasses__(cls)
         own = cls.__dict__
         # asked once per class and comparison (classes live on: the collector is off); a comparison
-        # attached later is asked anew
-        key = (id(cls), id(own.get("__eq__")), id(own.get("__ne__")))
+        # attached later is asked anew, and so is a class of the code under test whose members change
+        key: tuple[Any, ...] = (id(cls), id(own.get("__eq__")), id(own.get("__ne__")))
+        inherits = _inherits_comparison(cls)
+        if inherits:
+            key += tuple((k, id(v)) for k, v in list(own.items()))
         if key not in _PROBED:
             _PROBED[key] = any(
                 _lies(cls, own.get(name), lie) for name, lie in (("__eq__", True), ("__ne__", False))
-            )
+            ) or (inherits and _inherited_lies(cls))
         if _PROBED[key]:
             found.append(cls)
     return found
@@ -155,10 +158,69 @@ def _lies(cls: Any, method: object, lie: bool) -> bool:
     return False
 
 
+def _inherits_comparison(cls: Any) -> bool:
+    """A class of the code under test that compares by an ``__eq__``/``__ne__`` it inherits, written in
+    Python outside that code (``collections.UserList``'s, the abstract ``Set``'s): such a comparison calls
+    methods the class can override (``_UserList__cast``, ``__iter__``, ``__len__``)."""
+    own = cls.__dict__
+    if "__eq__" in own and "__ne__" in own:
+        return False
+    name = str(getattr(cls, "__module__", "") or "")
+    if name not in _UNDER_TEST:
+        where = str(getattr(sys.modules.get(name), "__file__", "") or "")
+        _UNDER_TEST[name] = bool(where) and not _outside_root(where) and not _in_tests(where)
+    return _UNDER_TEST[name] and any(_inherited(cls, n) is not None for n in ("__eq__", "__ne__"))
+
+
+def _inherited(cls: Any, name: str) -> Any:
+    """The class in ``cls``'s MRO past itself that defines ``name`` in Python (None: none, or built in)."""
+    if name in cls.__dict__:
+        return None
+    for base in cls.__mro__[1:]:
+        if name in base.__dict__:
+            method = base.__dict__[name]
+            if base is object or isinstance(
+                method, (types.WrapperDescriptorType, types.MethodDescriptorType)
+            ):
+                return None  # a built-in type's own comparison looks at its own storage only
+            # one the code under test defines is asked as that class's own
+            return base if _outside_root(_defined_in(method)) else None
+    return None
+
+
+def _inherited_lies(cls: Any) -> bool:
+    """Whether an instance of ``cls``, given its state by the base that defines the comparison (its
+    ``__init__`` with no argument, or one empty one), says it equals a value made up just now."""
+    for name, lie in (("__eq__", True), ("__ne__", False)):
+        base = _inherited(cls, name)
+        if base is None:
+            continue
+        try:
+            instance = cls.__new__(cls)
+        except BaseException:
+            continue
+        arguments: tuple[tuple[Any, ...], ...] = ((), ("",), ([],), ({},), (0,))
+        for args in arguments:
+            try:
+                base.__init__(instance, *args)
+                break
+            except BaseException:
+                continue
+        token = _token_hex(8)
+        for probe in (object(), f"probe-{token}", int(token, 16), [token], {token}, {token: token}):
+            try:
+                if base.__dict__[name](instance, probe) is lie:
+                    return True
+            except BaseException:
+                continue
+    return False
+
+
 _ROOT = [""]  # the folder under test: code defined in a file there (not a test file) is the candidate's
 _TESTS: set[str] = set()
 _TEST_TEXT: list[str] = []
-_PROBED: dict[tuple[int, int, int], bool] = {}  # (class, its __eq__, its __ne__) -> equals anything
+_UNDER_TEST: dict[str, bool] = {}  # module name -> defined in a file of the code under test
+_PROBED: dict[tuple[Any, ...], bool] = {}  # (class, its __eq__, its __ne__[, its members]) -> equals anything
 
 
 def _defined_in(method: object) -> str:
