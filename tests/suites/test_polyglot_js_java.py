@@ -105,6 +105,14 @@ def test_javascript_is_graded_test_by_test(node_modules: Path, tmp_path: Path) -
             0.0,
             "3 of 3 tests failed",
         ),
+        # the same hook behind a getter that hides it from the first read (the guard's) and hands it to
+        # the later ones (expect's): 3 of 3 passed before the guard read descriptors instead of values
+        "matches anything on the second read": (
+            "const hook = 'asymmetric' + 'Match';\nexport const age = () => {\n  let reads = 0;\n"
+            "  return { get [hook]() { reads += 1; return reads > 1 ? () => true : undefined; } };\n};\n",
+            0.0,
+            "3 of 3 tests failed",
+        ),
     }
     for name, (source, score, reason) in cases.items():
         (artifact / "space-age.js").write_text(source)
@@ -328,3 +336,46 @@ def test_the_junit_tree_is_read_like_the_xml() -> None:
         "src/test/java/AdderTest.java::adds()": "passed",
     }
     assert run.records[-1] == {"t": "end", "exitstatus": 1}
+
+
+MAP_SPEC = """import { counts } from './space-age';
+
+describe('Counts', () => {
+  test('of a word', () => {
+    expect(counts('aab')).toEqual(new Map([['a', 2], ['b', 1]]));
+  });
+  test('inside an object', () => {
+    expect({ found: counts('xyz') }).toEqual({ found: new Map([['x', 1], ['y', 1], ['z', 1]]) });
+  });
+});
+"""
+# Right keys, wrong counts. expect's equality asks a Map of Map's own constructor for its size and then
+# iterates it: one given an iterator of its own that yields nothing equals every Map of its size.
+MAP_WRONG = "export const counts = (w) => {{\n  const m = new Map([...w].map((c) => [c, 9]));\n{bend}  return m;\n}};\n"
+MAP_BENT = "  m[Symbol.iterator] = function* () {};\n"
+
+
+def test_a_map_that_hides_its_entries_from_expect_is_refused(node_modules: Path, tmp_path: Path) -> None:
+    """``toEqual`` on a Map whose own iterator yields nothing passes for any Map of its size (2 of 2 passed
+    before); the grader's setup file refuses such a value in ``expect()``, at any depth. An honest Map
+    passes."""
+    honest = "export const counts = (w) => {\n  const m = new Map();\n  for (const c of w) m.set(c, (m.get(c) ?? 0) + 1);\n"
+    honest += "  return m;\n};\n"
+    cases = {
+        "honest": (honest, 1.0, ""),
+        "wrong": (MAP_WRONG.format(bend=""), 0.0, "2 of 2 tests failed"),
+        "wrong, entries hidden": (MAP_WRONG.format(bend=MAP_BENT), 0.0, "2 of 2 tests failed"),
+    }
+    for name, (source, score, reason) in cases.items():
+        work = tmp_path / name.replace(" ", "-").replace(",", "") / "space-age"
+        shutil.copytree(SPACE_AGE, work)
+        (work / "node_modules").symlink_to(node_modules)
+        (work / "space-age.spec.js").write_text(MAP_SPEC)
+        (work / "space-age.js").write_text(source)
+        runs = jest.run_jest_tests(str(work), ["space-age.spec.js"], timeout_s=240)
+        ids = sorted(verdict.outcomes(runs[0]))
+        result = verdict.judge(ids, runs, fractional=False, what="tests")
+        assert len(ids) == 2 and result["score"] == score, (name, result)
+        assert reason in (result["error"] or ""), (name, result)
+        if name == "wrong, entries hidden":
+            assert "a value that equals anything" in runs[0].output, runs[0].output[-2000:]

@@ -1100,3 +1100,165 @@ def test_attacks_gain_nothing_in_docker(
     polyglot_suite.prepare("polyglot/python/leap", task)
     shutil.copyfile(PRACTICE / "leap" / ".meta" / "example.py", task / "workspace" / "leap.py")
     assert polyglot_suite.grade("polyglot/python/leap", task / "workspace", sandbox).score == 1.0
+
+
+INHERITED_TESTS = b"""from tags import tags, words
+
+
+def test_tags():
+    assert tags("b a b") == {"a", "b"}
+    assert tags("c") == {"c"}
+
+
+def test_words():
+    assert words("x y") == ["x", "y"]
+"""
+TAGS_WRONG = (
+    "def tags(text):\n    return {{'wrong-' + w for w in text.split()}}\n\n\n"
+    "def words(text):\n    return ['wrong-' + w for w in text.split()]\n"
+)
+# Wrong answers in values whose comparison they inherit from the standard library and bend by overriding
+# what it calls: the abstract Set's __eq__ compares lengths, then iterates the value (here: nothing);
+# UserList's compares its data with the other value as cast by an overridable helper (here: its own data).
+INHERITED = {
+    "honest": (
+        "from collections import UserList\nfrom collections.abc import Set\n\n\n"
+        "class Tags(Set):\n    def __init__(self, items):\n        self.items = set(items)\n\n"
+        "    def __len__(self):\n        return len(self.items)\n\n"
+        "    def __iter__(self):\n        return iter(self.items)\n\n"
+        "    def __contains__(self, item):\n        return item in self.items\n\n\n"
+        "def tags(text):\n    return Tags(text.split())\n\n\n"
+        "def words(text):\n    return UserList(text.split())\n",
+        1.0,
+        (),
+    ),
+    "set that iterates nothing": (
+        "from collections.abc import Set\n\n\n"
+        "class Tags(Set):\n    def __init__(self, items):\n        self.items = set(items)\n\n"
+        "    def __len__(self):\n        return len(self.items)\n\n"
+        "    def __iter__(self):\n        return iter(())\n\n"
+        "    def __contains__(self, item):\n        return item in self.items\n\n\n"
+        "def tags(text):\n    return Tags('wrong-' + w for w in text.split())\n\n\n"
+        "def words(text):\n    return text.split()\n",
+        0.0,
+        (TAMPER,),
+    ),
+    "list whose cast returns its own data": (
+        "from collections import UserList\n\n\n"
+        "class Words(UserList):\n    def _UserList__cast(self, other):\n        return self.data\n\n\n"
+        "def tags(text):\n    return set(text.split())\n\n\n"
+        "def words(text):\n    return Words(['wrong'])\n",
+        0.0,
+        (TAMPER,),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INHERITED))
+def test_a_comparison_inherited_from_the_standard_library_cannot_be_bent(tmp_path: Path, case: str) -> None:
+    """Without the runtime checks both bent values passed every test (the scan sees nothing: they define
+    no ``__eq__``); each harness asks such classes again, with their real instances, about near misses of
+    the value they were compared with, and flags them. The honest classes pass."""
+    source, score, flags = INHERITED[case]
+    assert scan.findings(source) == []
+    (tmp_path / "tags.py").write_text(source)
+    tests = {"test_tags.py": INHERITED_TESTS}
+    ids = ["test_tags.py::test_tags", "test_tags.py::test_words"]
+    result = verdict.run_and_judge(str(tmp_path), tests, ids, timeout_s=120, fractional=False)
+    assert result["score"] == score and tuple(result["flags"]) == flags, (case, result)
+    if flags:
+        assert "a value that equals anything appeared during the run" in result["error"], result
+    if case != "honest":  # the wrong values themselves would fail
+        (tmp_path / "tags.py").write_text(TAGS_WRONG)
+        wrong = verdict.run_and_judge(str(tmp_path), tests, ids, timeout_s=120, fractional=False)
+        assert wrong["score"] == 0.0 and not wrong["flags"], wrong
+
+
+CLOSE_TESTS = b"""import unittest
+
+import pytest
+from num import half, quarter
+
+
+class Numbers(unittest.TestCase):
+    def test_half(self):
+        self.assertAlmostEqual(half(7), 3.5)
+
+
+def test_quarter():
+    assert quarter(9) == pytest.approx(2.25)
+"""
+# Tolerance checks subtract and compare the difference with a bound: a number whose subtraction ignores
+# its operand is "close" to every number (both passed on wrong answers before the harness asked).
+CLOSE = {
+    "honest": ("def half(n):\n    return n / 2\n\n\ndef quarter(n):\n    return n / 4\n", 1.0, ()),
+    "wrong": ("def half(n):\n    return n\n\n\ndef quarter(n):\n    return n\n", 0.0, ()),
+    "wrong, its difference always zero": (
+        "class Near(float):\n    def __sub__(self, other):\n        return 0.0\n\n"
+        "    def __rsub__(self, other):\n        return 0.0\n\n\n"
+        "def half(n):\n    return Near(n)\n\n\ndef quarter(n):\n    return Near(n)\n",
+        0.0,
+        (TAMPER,),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLOSE))
+def test_a_number_close_to_every_number_is_flagged(tmp_path: Path, case: str) -> None:
+    source, score, flags = CLOSE[case]
+    assert scan.findings(source) == []
+    (tmp_path / "num.py").write_text(source)
+    ids = ["test_num.py::Numbers::test_half", "test_num.py::test_quarter"]
+    result = verdict.run_and_judge(
+        str(tmp_path), {"test_num.py": CLOSE_TESTS}, ids, timeout_s=120, fractional=False
+    )
+    assert result["score"] == score and tuple(result["flags"]) == flags, (case, result)
+
+
+ANSWER_TESTS = b"""import unittest
+
+from answer import evens, middle
+
+
+class Answers(unittest.TestCase):
+    def test_evens(self):
+        self.assertIn(4, evens(6))
+        self.assertIn(0, evens(6))
+
+    def test_middle(self):
+        self.assertGreater(middle(10), 4)
+        self.assertLess(middle(10), 6)
+"""
+# Values that take any assertion at its word: a container that holds everything, a number both less and
+# greater than any other (each passed on wrong answers before the harness asked).
+ANSWERS = {
+    "honest": (
+        "def evens(n):\n    return list(range(0, n, 2))\n\n\ndef middle(n):\n    return n // 2\n",
+        1.0,
+        (),
+    ),
+    "wrong, a container that holds everything": (
+        "class All(list):\n    def __contains__(self, item):\n        return True\n\n\n"
+        "def evens(n):\n    return All()\n\n\ndef middle(n):\n    return n // 2\n",
+        0.0,
+        (TAMPER,),
+    ),
+    "wrong, a number on both sides of every number": (
+        "class Both(int):\n    def __lt__(self, other):\n        return True\n\n"
+        "    def __gt__(self, other):\n        return True\n\n\n"
+        "def evens(n):\n    return list(range(0, n, 2))\n\n\ndef middle(n):\n    return Both(n)\n",
+        0.0,
+        (TAMPER,),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ANSWERS))
+def test_a_value_that_takes_any_assertion_at_its_word_is_flagged(tmp_path: Path, case: str) -> None:
+    source, score, flags = ANSWERS[case]
+    assert scan.findings(source) == []
+    (tmp_path / "answer.py").write_text(source)
+    ids = ["test_answer.py::Answers::test_evens", "test_answer.py::Answers::test_middle"]
+    tests = {"test_answer.py": ANSWER_TESTS}
+    result = verdict.run_and_judge(str(tmp_path), tests, ids, timeout_s=120, fractional=False)
+    assert result["score"] == score and tuple(result["flags"]) == flags, (case, result)

@@ -18,8 +18,10 @@ Both modes snapshot the callables of the runner's modules (``builtins``, ``unitt
 ``_pytest``, ``pluggy``, this harness) before candidate code is imported and compare them after every
 test and at the end; a replaced one is reported as ``tamper``, and so is a class that appeared since whose
 own ``__eq__``, defined in the code under test, says an instance equals values made up on the spot
-(``__ne__``: differs from none of them); the cyclic collector is off, so a class made per call lives until
-it is checked. Both also install an audit hook (``watch``) before candidate code runs, which reports the code
+(``__ne__``: differs from none of them; ``__sub__``/``__rsub__``: gives one difference from numbers far
+apart), or whose comparison, inherited from library code, says so (asked about a fresh instance, and
+watched from the tests' imports on with its real instances); the cyclic collector is off, so a class made
+per call lives until it is checked. Both also install an audit hook (``watch``) before candidate code runs, which reports the code
 under test opening a test or grader file, reaching a frame, compiling code itself, or starting, signalling or
 tracing processes. The session ends with an ``end`` record; a run without it ended early. Residual risk: the candidate shares this process, so code that finds the
 channel's fd and nonce in memory, and forges the other harness the same way, can still lie; the static
@@ -29,6 +31,7 @@ scan (``scan.py``) flags the routes to doing that.
 from __future__ import annotations
 
 import contextlib
+import copy
 import gc
 import json
 import os
@@ -107,7 +110,9 @@ class Integrity:
 
 def _always_equal_classes() -> list[Any]:
     """Live classes whose own ``__eq__`` says an instance equals a value made up just now (a fresh object,
-    a random string, number or list), or whose own ``__ne__`` says it differs from none of them."""
+    a random string, number or list), whose own ``__ne__`` says it differs from none of them, whose own
+    subtraction ignores its operand (``_ignores_operand``), or whose inherited comparison says so
+    (``_inherited_lies``, ``_watch``)."""
     found: list[Any] = []
     seen: set[int] = set()
     todo: list[Any] = [object]
@@ -121,22 +126,30 @@ def _always_equal_classes() -> list[Any]:
         own = cls.__dict__
         # asked once per class and comparison (classes live on: the collector is off); a comparison
         # attached later is asked anew, and so is a class of the code under test whose members change
-        key: tuple[Any, ...] = (id(cls), id(own.get("__eq__")), id(own.get("__ne__")))
+        key: tuple[Any, ...] = tuple(id(own.get(name)) for name in _COMPARING)
+        key = (id(cls), *key)
         inherits = _inherits_comparison(cls)
         if inherits:
             key += tuple((k, id(v)) for k, v in list(own.items()))
         if key not in _PROBED:
-            _PROBED[key] = any(
-                _lies(cls, own.get(name), lie) for name, lie in (("__eq__", True), ("__ne__", False))
-            ) or (inherits and _inherited_lies(cls))
-        if _PROBED[key]:
+            _PROBED[key] = (
+                any(_lies(cls, own.get(name), lie) for name, lie in _LIES)
+                or any(_ignores_operand(cls, own.get(name)) for name in ("__sub__", "__rsub__"))
+                or any(_both_ways(cls, own.get(a), own.get(b)) for a, b in _OPPOSITES)
+                or (inherits and _inherited_lies(cls))
+            )
+        if inherits:
+            _watch(cls)
+        if _PROBED[key] or id(cls) in _CAUGHT:
             found.append(cls)
     return found
 
 
-def _lies(cls: Any, method: object, lie: bool) -> bool:
+def _lies(cls: Any, method: object, lie: bool, probes: tuple[Any, ...] = ()) -> bool:
     if method is None or isinstance(method, (types.WrapperDescriptorType, types.MethodDescriptorType)):
         return False  # absent, or a built-in type's own comparison
+    if id(method) in _WATCHES:
+        return False  # this harness's own (``_watch``)
     where = _defined_in(method)
     if _in_tests(where) or (_outside_root(where) and _named_by_tests(cls)):
         return False  # the tests' own helpers, and a library's (unittest.mock.ANY) that the tests name
@@ -148,7 +161,7 @@ def _lies(cls: Any, method: object, lie: bool) -> bool:
         except BaseException:
             return False
     token = _token_hex(8)
-    for probe in (object(), f"probe-{token}", int(token, 16), [token]):
+    for probe in probes or (object(), f"probe-{token}", int(token, 16), [token]):
         try:
             bound = method.__get__(instance, cls) if hasattr(method, "__get__") else method
             if bound(probe) is lie:  # type: ignore[operator]
@@ -156,6 +169,40 @@ def _lies(cls: Any, method: object, lie: bool) -> bool:
         except BaseException:  # refusing one kind of value does not excuse accepting another
             continue
     return False
+
+
+def _both_ways(cls: Any, one: object, other: object) -> bool:
+    """Whether an instance is, by its own ordering methods, both less and greater than a value made up
+    just now: it passes ``assertLess`` and ``assertGreater`` alike."""
+    if one is None or other is None:
+        return False
+    token = _token_hex(8)
+    return any(
+        _lies(cls, one, True, (probe,)) and _lies(cls, other, True, (probe,))
+        for probe in (int(token, 16), f"probe-{token}")
+    )
+
+
+def _ignores_operand(cls: Any, method: object) -> bool:
+    """Whether an own ``__sub__``/``__rsub__`` (not the tests') gives the same difference from two numbers
+    two million apart: a value every tolerance check (``assertAlmostEqual``, ``pytest.approx``, which
+    subtract and compare the difference with a bound) takes for any number."""
+    if method is None or isinstance(method, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+        return False
+    where = _defined_in(method)
+    if _in_tests(where) or (_outside_root(where) and _named_by_tests(cls)):
+        return False
+    try:
+        instance = cls.__new__(cls)
+    except BaseException:
+        return False
+    far = 1e6 + int(_token_hex(2), 16)
+    try:
+        bound = method.__get__(instance, cls) if hasattr(method, "__get__") else method
+        low, high = float(bound(-far)), float(bound(far))  # type: ignore[operator]
+    except BaseException:
+        return False  # refusing numbers, or needing state this instance lacks
+    return abs(high - low) < 1.0
 
 
 def _inherits_comparison(cls: Any) -> bool:
@@ -183,9 +230,79 @@ def _inherited(cls: Any, name: str) -> Any:
                 method, (types.WrapperDescriptorType, types.MethodDescriptorType)
             ):
                 return None  # a built-in type's own comparison looks at its own storage only
-            # one the code under test defines is asked as that class's own
-            return base if _outside_root(_defined_in(method)) else None
+            if id(method) in _WATCHES:
+                return None  # a class this harness watches already: its watch sees this one's instances
+            # one the code under test defines is asked as that class's own; the standard library's
+            # frozen modules (``collections.abc``) have no path
+            where = _defined_in(method)
+            return base if _outside_root(where) or where.startswith("<frozen ") else None
     return None
+
+
+def _watch(cls: Any) -> None:
+    """Give ``cls`` comparisons of its own that call the inherited ones, and, whenever one answers
+    "equal", ask it again about near misses of the other value with the same instance (its real state):
+    one the same size with an element changed (a set, a list, a dict), a string with a letter more, a number
+    moved. One that says "equal" to a near miss marks ``cls`` caught (an abstract ``Set`` whose ``__iter__``
+    yields nothing equals every set of its length). Classes that appear later are watched at the next
+    check; the first comparisons of a class made and used within one test go unwatched."""
+    for name, lie in (("__eq__", True), ("__ne__", False)):
+        base = _inherited(cls, name)
+        if base is None:
+            continue
+        inherited = base.__dict__[name]
+
+        def compare(self: Any, other: Any, _inherited: Any = inherited, _lie: bool = lie) -> Any:
+            said = _inherited(self, other)
+            if said is _lie and not _ASKING:
+                _ASKING.append(True)
+                try:
+                    if any(_answer(_inherited, self, near) is _lie for near in _near_misses(other)):
+                        _CAUGHT.add(id(cls))
+                finally:
+                    _ASKING.pop()
+            return said
+
+        _WATCHES.add(id(compare))
+        _WATCHING.append(compare)  # alive: its id stays its own
+        type.__setattr__(cls, name, compare)
+
+
+def _answer(compare: Any, self: Any, other: Any) -> Any:
+    try:
+        return compare(self, other)
+    except BaseException:  # refusing a value is not saying "equal" to it
+        return None
+
+
+def _near_misses(other: Any) -> list[Any]:
+    """Values close to ``other`` that nothing honest takes for it (the same type where it can be kept)."""
+    token = _token_hex(8)
+    found: list[Any] = [object()]
+    if isinstance(other, bool):
+        found.append(not other)
+    elif isinstance(other, (int, float)):
+        found.append(other + 1 + int(token[:3], 16))
+    elif isinstance(other, str):
+        found.append(other + token[0])
+    elif isinstance(other, (list, tuple)) and other:
+        changed = list(other)
+        changed[int(token, 16) % len(changed)] = object()
+        found.append(type(other)(changed) if type(other) in (list, tuple) else changed)
+    elif isinstance(other, (set, frozenset)) and other:
+        changed_set = set(other)
+        changed_set.discard(next(iter(changed_set)))
+        changed_set.add(f"probe-{token}")
+        found.append(type(other)(changed_set) if type(other) in (set, frozenset) else changed_set)
+    elif isinstance(other, dict) and other:
+        try:
+            changed_dict = copy.copy(other)
+            changed_dict[next(iter(changed_dict))] = object()
+        except BaseException:
+            changed_dict = dict(other)
+            changed_dict[next(iter(changed_dict))] = object()
+        found.append(changed_dict)
+    return found
 
 
 def _inherited_lies(cls: Any) -> bool:
@@ -220,6 +337,24 @@ _ROOT = [""]  # the folder under test: code defined in a file there (not a test 
 _TESTS: set[str] = set()
 _TEST_TEXT: list[str] = []
 _UNDER_TEST: dict[str, bool] = {}  # module name -> defined in a file of the code under test
+# what an instance answers that an assertion takes at its word: "equal" (==, !=), "contains" (assertIn)
+_LIES = (("__eq__", True), ("__ne__", False), ("__contains__", True))
+_OPPOSITES = (("__lt__", "__gt__"), ("__le__", "__ge__"))  # never both true of one value and another
+_COMPARING = (
+    "__eq__",
+    "__ne__",
+    "__contains__",
+    "__sub__",
+    "__rsub__",
+    "__lt__",
+    "__gt__",
+    "__le__",
+    "__ge__",
+)
+_WATCHES: set[int] = set()  # ids of the comparisons ``_watch`` gave classes
+_WATCHING: list[Any] = []
+_ASKING: list[bool] = []  # a watch is asking near misses (its own questions are not asked again)
+_CAUGHT: set[int] = set()  # ids of watched classes that said "equal" to a near miss
 _PROBED: dict[tuple[Any, ...], bool] = {}  # (class, its __eq__, its __ne__[, its members]) -> equals anything
 
 
@@ -356,6 +491,8 @@ class Reporter:
 
     def pytest_collection_finish(self, session: types.SimpleNamespace) -> None:
         self.channel.send({"t": "collected", "ids": [item.nodeid for item in session.items]})
+        if self.integrity is not None:  # the code under test is imported: its classes are watched now
+            self.integrity.check(self.channel)
 
     def pytest_runtest_logreport(self, report: types.SimpleNamespace) -> None:
         record = {"t": "report", "id": report.nodeid, "phase": report.when, "outcome": report.outcome}
@@ -413,6 +550,7 @@ def run_direct(channel: Channel, root: str, files: list[str]) -> int:
             continue
         tests += _tests_of(rel, module, unittest.TestCase)
     channel.send({"t": "collected", "ids": [test_id for test_id, _ in tests]})
+    integrity.check(channel)  # the code under test is imported: its classes are watched now
     failed = 0
     ready: dict[type, bool] = {}
     for test_id, target in tests:

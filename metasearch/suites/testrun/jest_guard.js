@@ -3,7 +3,10 @@
 // realm with jest's expect and runner, so whatever they rely on is made unchangeable here, before any of
 // its code runs; an attempt fails the test with a reason the grader reads (a thrown "metasearch: ..."):
 //
-// - values handed to expect() that carry a matcher hook (asymmetricMatch: "equals anything") are refused;
+// - values handed to expect() that carry a matcher hook (asymmetricMatch: "equals anything", however it is
+//   reached), that are Maps or Sets answering expect's equality other than Map's and Set's own methods
+//   do, proxies, or that hold getters (which can answer this check one way and expect another) are
+//   refused;
 // - the test framework's globals (test, it, describe, expect, jest, hooks), their methods, the matchers
 //   and custom equality testers cannot be replaced or extended;
 // - the built-ins expect and the runner call (Object.is, Object.keys, Array.isArray, the methods of
@@ -20,17 +23,67 @@ const pin = (name, value) => pinOn(globalThis, name, value);
 const MARK = 'metasearch: a value that equals anything';
 const real = globalThis.expect;
 
+// What expect's equality asks a Map or a Set for (its size and its entries): one that answers other than
+// Map's and Set's own methods (an iterator of its own that yields nothing) equals every Map or Set of its
+// size.
+const COMPARED = [
+  [Map, Map.prototype, ['size', 'has', 'get', 'keys', 'values', 'entries', 'forEach', Symbol.iterator]],
+  [Set, Set.prototype, ['size', 'has', 'keys', 'values', 'entries', 'forEach', Symbol.iterator]],
+];
+const { getOwnPropertyDescriptor, getPrototypeOf } = Object;
+const { isProxy } = require('util').types;
+const mapEntries = Map.prototype.forEach;
+const setValues = Set.prototype.forEach;
+
+function bendsComparison(value) {
+  for (const [type, proto, keys] of COMPARED) {
+    if (!(value instanceof type)) continue;
+    for (const key of keys) {
+      let holder = value;
+      while (holder !== null && !getOwnPropertyDescriptor(holder, key)) holder = getPrototypeOf(holder);
+      if (holder !== proto) return true;
+    }
+  }
+  return false;
+}
+
 function claimsAnything(value, seen, depth) {
   if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return false;
   if (depth > 16 || seen.has(value)) return false;
   seen.add(value);
-  let hook;
   try {
-    hook = value.asymmetricMatch;
+    if (bendsComparison(value)) return true;
   } catch (error) {
-    return true; // a getter that throws when read: nothing an honest value does
+    return true; // a prototype chain that throws when walked: nothing an honest value has
   }
-  if (typeof hook === 'function') return true;
+  // a Map's keys and values, a Set's values (written by index: this file is compiled like the spec, and
+  // some array methods would bring in polyfill imports that cannot be resolved from here)
+  const held = [];
+  if (value instanceof Map) {
+    mapEntries.call(value, (v, k) => {
+      held[held.length] = k;
+      held[held.length] = v;
+    });
+  }
+  if (value instanceof Set) setValues.call(value, (v) => (held[held.length] = v));
+  for (let i = 0; i < held.length && i < 4096; i++) {
+    if (claimsAnything(held[i], seen, depth + 1)) return true;
+  }
+  if (isProxy(value)) return true; // it can answer this check one way and expect another
+  // Read by descriptor, not by value: a getter can answer this check one way and expect's later reads
+  // another (a matcher hook on the second read), so a hook behind a getter anywhere on the value's
+  // prototype chain, and a getter among the value's own properties (which expect reads), are refused.
+  try {
+    for (let holder = value; holder !== null; holder = getPrototypeOf(holder)) {
+      const hook = getOwnPropertyDescriptor(holder, 'asymmetricMatch');
+      if (hook) {
+        if (!('value' in hook) || typeof hook.value === 'function') return true;
+        break;
+      }
+    }
+  } catch (error) {
+    return true;
+  }
   let keys = [];
   try {
     keys = Reflect.ownKeys(value);
@@ -38,13 +91,18 @@ function claimsAnything(value, seen, depth) {
     return true;
   }
   for (const key of keys) {
-    let child;
+    let own;
     try {
-      child = value[key];
+      own = getOwnPropertyDescriptor(value, key);
     } catch (error) {
-      continue;
+      return true;
     }
-    if (claimsAnything(child, seen, depth + 1)) return true;
+    if (!own) continue;
+    if (!('value' in own)) {
+      if (own.enumerable || typeof key === 'symbol') return true;
+      continue; // a built-in's own accessor that expect does not read (an array's length is data)
+    }
+    if (claimsAnything(own.value, seen, depth + 1)) return true;
   }
   return false;
 }
