@@ -46,6 +46,18 @@ CASES = {
     "polyglot (Java equality, polyglot image)": (
         "tests/suites/test_polyglot_real.py::test_a_java_equals_that_says_equal_to_anything_gains_nothing"
     ),
+    "polyglot (Java equality guard alone, polyglot image)": (
+        "tests/suites/test_polyglot_real.py::test_the_java_equality_guard_asks_values_the_constructors_make"
+    ),
+    "polyglot (JavaScript, Maps)": (
+        "tests/suites/test_polyglot_js_java.py::test_a_map_that_hides_its_entries_from_expect_is_refused"
+    ),
+    "Python (inherited comparisons)": (
+        "tests/suites/test_tests_verdict.py::test_a_comparison_inherited_from_the_standard_library_cannot_be_bent"
+    ),
+    "Python (tolerance, membership, order)": (
+        "tests/suites/test_tests_verdict.py::test_a_value_that_takes_any_assertion_at_its_word_is_flagged"
+    ),
     "sandbox / study": "tests/sandboxes/test_hostile.py::test_hostile_case",
     "code-edit (other tasks' tests)": (
         "tests/suites/test_tests_verdict.py::test_a_code_edit_grading_run_holds_no_other_tasks_tests"

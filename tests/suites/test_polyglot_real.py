@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -401,7 +402,7 @@ public class Cases {
 
 @pytest.mark.docker
 def test_the_java_equality_guard_asks_values_the_constructors_make(
-    polyglot_sandbox: object, tmp_path: Path
+    polyglot_sandbox: object, tmp_path: Path, record_property: Any
 ) -> None:
     """The agent on its own, outside JUnit: the liars are named, the honest classes never, in 6,000
     honest "equal" answers (each one asked about a dozen values made from random arguments)."""
@@ -426,5 +427,6 @@ def test_the_java_equality_guard_asks_values_the_constructors_make(
     )
     assert result.ok and "compared" in result.stdout, (result.reason, result.stderr[-2000:])
     named = {line.rsplit(" ", 1)[-1] for line in result.stderr.splitlines() if "equals anything" in line}
+    record_property("outcome", f"refused: {', '.join(sorted(named))}")
     liars = {"Marked.equals", "Once.equals", "Small.equals", "Found.equals"}
     assert named == liars, result.stderr[-2000:]

@@ -1102,6 +1102,10 @@ def test_attacks_gain_nothing_in_docker(
     assert polyglot_suite.grade("polyglot/python/leap", task / "workspace", sandbox).score == 1.0
 
 
+def _outcome(result: dict[str, Any]) -> str:
+    return f"score {result['score']:.2f} flags {','.join(result['flags']) or '-'}: {result['error']}"
+
+
 INHERITED_TESTS = b"""from tags import tags, words
 
 
@@ -1155,7 +1159,9 @@ INHERITED = {
 
 
 @pytest.mark.parametrize("case", sorted(INHERITED))
-def test_a_comparison_inherited_from_the_standard_library_cannot_be_bent(tmp_path: Path, case: str) -> None:
+def test_a_comparison_inherited_from_the_standard_library_cannot_be_bent(
+    tmp_path: Path, case: str, record_property: Any
+) -> None:
     """Without the runtime checks both bent values passed every test (the scan sees nothing: they define
     no ``__eq__``); each harness asks such classes again, with their real instances, about near misses of
     the value they were compared with, and flags them. The honest classes pass."""
@@ -1165,6 +1171,7 @@ def test_a_comparison_inherited_from_the_standard_library_cannot_be_bent(tmp_pat
     tests = {"test_tags.py": INHERITED_TESTS}
     ids = ["test_tags.py::test_tags", "test_tags.py::test_words"]
     result = verdict.run_and_judge(str(tmp_path), tests, ids, timeout_s=120, fractional=False)
+    record_property("outcome", _outcome(result))
     assert result["score"] == score and tuple(result["flags"]) == flags, (case, result)
     if flags:
         assert "a value that equals anything appeared during the run" in result["error"], result
@@ -1201,18 +1208,6 @@ CLOSE = {
         (TAMPER,),
     ),
 }
-
-
-@pytest.mark.parametrize("case", sorted(CLOSE))
-def test_a_number_close_to_every_number_is_flagged(tmp_path: Path, case: str) -> None:
-    source, score, flags = CLOSE[case]
-    assert scan.findings(source) == []
-    (tmp_path / "num.py").write_text(source)
-    ids = ["test_num.py::Numbers::test_half", "test_num.py::test_quarter"]
-    result = verdict.run_and_judge(
-        str(tmp_path), {"test_num.py": CLOSE_TESTS}, ids, timeout_s=120, fractional=False
-    )
-    assert result["score"] == score and tuple(result["flags"]) == flags, (case, result)
 
 
 ANSWER_TESTS = b"""import unittest
@@ -1253,12 +1248,25 @@ ANSWERS = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(ANSWERS))
-def test_a_value_that_takes_any_assertion_at_its_word_is_flagged(tmp_path: Path, case: str) -> None:
-    source, score, flags = ANSWERS[case]
+# Each: the module under test, its tests, their ids, the cases.
+AT_ITS_WORD = {
+    "tolerance": ("num", CLOSE_TESTS, ["Numbers::test_half", "test_quarter"], CLOSE),
+    "membership, order": ("answer", ANSWER_TESTS, ["Answers::test_evens", "Answers::test_middle"], ANSWERS),
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "case"), [(kind, case) for kind, held in AT_ITS_WORD.items() for case in sorted(held[3])]
+)
+def test_a_value_that_takes_any_assertion_at_its_word_is_flagged(
+    tmp_path: Path, kind: str, case: str, record_property: Any
+) -> None:
+    module, test_source, names, cases = AT_ITS_WORD[kind]
+    source, score, flags = cases[case]
     assert scan.findings(source) == []
-    (tmp_path / "answer.py").write_text(source)
-    ids = ["test_answer.py::Answers::test_evens", "test_answer.py::Answers::test_middle"]
-    tests = {"test_answer.py": ANSWER_TESTS}
+    (tmp_path / f"{module}.py").write_text(source)
+    tests = {f"test_{module}.py": test_source}
+    ids = [f"test_{module}.py::{name}" for name in names]
     result = verdict.run_and_judge(str(tmp_path), tests, ids, timeout_s=120, fractional=False)
+    record_property("outcome", _outcome(result))
     assert result["score"] == score and tuple(result["flags"]) == flags, (case, result)

@@ -382,25 +382,32 @@ public final class EqualityGuard implements ClassFileTransformer {
     static Object twin(Object other, ThreadLocalRandom random) {
         try {
             Object twin = Allocator.ALLOCATE.invoke(Allocator.UNSAFE, other.getClass());
-            int fields = 0;
-            for (Class<?> c = other.getClass(); c != null && c != Object.class; c = c.getSuperclass()) {
-                for (java.lang.reflect.Field field : c.getDeclaredFields()) {
-                    if (java.lang.reflect.Modifier.isStatic(field.getModifiers())) {
-                        continue;
-                    }
-                    field.setAccessible(true);
-                    Object was = field.get(other);
-                    if (!field.getType().isPrimitive() && field.getType() != String.class && was == null) {
-                        return null;
-                    }
-                    field.set(twin, unlike(field.getType(), was, random));
-                    fields++;
+            List<java.lang.reflect.Field> fields = instanceFields(other.getClass());
+            for (java.lang.reflect.Field field : fields) {
+                field.setAccessible(true);
+                Object was = field.get(other);
+                if (!field.getType().isPrimitive() && field.getType() != String.class && was == null) {
+                    return null;
                 }
+                field.set(twin, unlike(field.getType(), was, random));
             }
-            return fields == 0 ? null : twin;
+            return fields.isEmpty() ? null : twin;
         } catch (ReflectiveOperationException | RuntimeException | LinkageError exc) {
             return null; // LinkageError: no Unsafe to make twins with (Allocator did not load)
         }
+    }
+
+    /** The non-static fields of {@code type} and of its superclasses below {@code Object}. */
+    static List<java.lang.reflect.Field> instanceFields(Class<?> type) {
+        List<java.lang.reflect.Field> found = new ArrayList<>();
+        for (Class<?> c = type; c != null && c != Object.class; c = c.getSuperclass()) {
+            for (java.lang.reflect.Field field : c.getDeclaredFields()) {
+                if (!java.lang.reflect.Modifier.isStatic(field.getModifiers())) {
+                    found.add(field);
+                }
+            }
+        }
+        return found;
     }
 
     /** {@code sun.misc.Unsafe.allocateInstance}, found once, the first time a twin is made. */
@@ -575,47 +582,37 @@ public final class EqualityGuard implements ClassFileTransformer {
             if (value == null || value.getClass().getName().startsWith("java.")) {
                 return;
             }
-            for (Class<?> c = value.getClass(); c != null && c != Object.class; c = c.getSuperclass()) {
-                for (java.lang.reflect.Field field : c.getDeclaredFields()) {
-                    if (java.lang.reflect.Modifier.isStatic(field.getModifiers())) {
-                        continue;
-                    }
-                    try {
-                        field.setAccessible(true);
-                        Object held = field.get(value);
-                        if (held instanceof Number number) {
-                            into.add(number);
-                        } else if (held instanceof java.util.Collection<?> items) {
-                            items.stream().filter(Number.class::isInstance).limit(16).forEach(x -> into.add((Number) x));
-                        } else if (held != null && held.getClass().isArray()
-                                && held.getClass().getComponentType().isPrimitive()) {
-                            for (int i = 0; i < Math.min(16, java.lang.reflect.Array.getLength(held)); i++) {
-                                if (java.lang.reflect.Array.get(held, i) instanceof Number number) {
-                                    into.add(number);
-                                }
+            for (java.lang.reflect.Field field : instanceFields(value.getClass())) {
+                try {
+                    field.setAccessible(true);
+                    Object held = field.get(value);
+                    if (held instanceof Number number) {
+                        into.add(number);
+                    } else if (held instanceof java.util.Collection<?> items) {
+                        items.stream().filter(Number.class::isInstance).limit(16).forEach(x -> into.add((Number) x));
+                    } else if (held != null && held.getClass().isArray()
+                            && held.getClass().getComponentType().isPrimitive()) {
+                        for (int i = 0; i < Math.min(16, java.lang.reflect.Array.getLength(held)); i++) {
+                            if (java.lang.reflect.Array.get(held, i) instanceof Number number) {
+                                into.add(number);
                             }
                         }
-                    } catch (RuntimeException | IllegalAccessException exc) {
-                        // left out
                     }
+                } catch (RuntimeException | IllegalAccessException exc) {
+                    // left out
                 }
             }
         }
 
         static void fields(Object value, StringBuilder text, int depth) {
-            for (Class<?> c = value.getClass(); c != null && c != Object.class; c = c.getSuperclass()) {
-                for (java.lang.reflect.Field field : c.getDeclaredFields()) {
-                    if (java.lang.reflect.Modifier.isStatic(field.getModifiers())) {
-                        continue;
-                    }
-                    try {
-                        field.setAccessible(true);
-                        text.append(field.getName()).append('=');
-                        write(field.get(value), text, depth + 1);
-                        text.append(';');
-                    } catch (ReflectiveOperationException | RuntimeException exc) {
-                        text.append('?');
-                    }
+            for (java.lang.reflect.Field field : instanceFields(value.getClass())) {
+                try {
+                    field.setAccessible(true);
+                    text.append(field.getName()).append('=');
+                    write(field.get(value), text, depth + 1);
+                    text.append(';');
+                } catch (ReflectiveOperationException | RuntimeException exc) {
+                    text.append('?');
                 }
             }
         }
