@@ -338,47 +338,59 @@ def test_the_junit_tree_is_read_like_the_xml() -> None:
     assert run.records[-1] == {"t": "end", "exitstatus": 1}
 
 
-MAP_SPEC = """import { counts } from './space-age';
+BENT_SPEC = """import { counts, box } from './space-age';
 
-describe('Counts', () => {
-  test('of a word', () => {
+describe('Values', () => {
+  test('counts of a word', () => {
     expect(counts('aab')).toEqual(new Map([['a', 2], ['b', 1]]));
   });
-  test('inside an object', () => {
+  test('counts inside an object', () => {
     expect({ found: counts('xyz') }).toEqual({ found: new Map([['x', 1], ['y', 1], ['z', 1]]) });
+  });
+  test('a box', () => {
+    expect(box(1)).toEqual({ inside: 1 });
   });
 });
 """
-# Right keys, wrong counts. expect's equality asks a Map of Map's own constructor for its size and then
-# iterates it: one given an iterator of its own that yields nothing equals every Map of its size.
-MAP_WRONG = "export const counts = (w) => {{\n  const m = new Map([...w].map((c) => [c, 9]));\n{bend}  return m;\n}};\n"
-MAP_BENT = "  m[Symbol.iterator] = function* () {};\n"
+# Wrong answers (right keys, wrong counts; a box holding 9) in values that bend expect's equality: a Map
+# of Map's own constructor whose own iterator yields nothing (expect asks its size, then iterates it), and
+# a box whose getter answers plainly on its first read (the guard's) and with a matcher hook on later ones
+# (expect's). Before the guard held them, 3 of 3 passed.
+BENT = (
+    "const hook = 'asymmetric' + 'Match';\n"
+    "export const counts = (w) => {{\n  const m = new Map([...w].map((c) => [c, 9]));\n{bend}  return m;\n}};\n"
+    "export const box = (n) => {{\n  let reads = 0;\n"
+    "  return {{ get inside() {{ reads += 1; return reads > 1{hook} ? {{ [hook]: () => true }} : 9; }} }};\n}};\n"
+)
 
 
-def test_a_map_that_hides_its_entries_from_expect_is_refused(
+def test_values_that_bend_expects_equality_gain_nothing(
     node_modules: Path, tmp_path: Path, record_property: Any
 ) -> None:
-    """``toEqual`` on a Map whose own iterator yields nothing passes for any Map of its size (2 of 2 passed
-    before); the grader's setup file refuses such a value in ``expect()``, at any depth. An honest Map
-    passes."""
+    """The grader's setup file refuses a Map whose own iterator hides its entries, at any depth, and makes
+    a getter answer expect what it answered the check. Honest Maps and getters pass."""
     honest = "export const counts = (w) => {\n  const m = new Map();\n  for (const c of w) m.set(c, (m.get(c) ?? 0) + 1);\n"
-    honest += "  return m;\n};\n"
+    honest += "  return m;\n};\nexport const box = (n) => ({ get inside() { return n; } });\n"
     cases = {
         "honest": (honest, 1.0, ""),
-        "wrong": (MAP_WRONG.format(bend=""), 0.0, "2 of 2 tests failed"),
-        "wrong, entries hidden": (MAP_WRONG.format(bend=MAP_BENT), 0.0, "2 of 2 tests failed"),
+        "wrong": (BENT.format(bend="", hook=" && false"), 0.0, "3 of 3 tests failed"),
+        "wrong, bent": (
+            BENT.format(bend="  m[Symbol.iterator] = function* () {};\n", hook=""),
+            0.0,
+            "3 of 3 tests failed",
+        ),
     }
     for name, (source, score, reason) in cases.items():
         work = tmp_path / name.replace(" ", "-").replace(",", "") / "space-age"
         shutil.copytree(SPACE_AGE, work)
         (work / "node_modules").symlink_to(node_modules)
-        (work / "space-age.spec.js").write_text(MAP_SPEC)
+        (work / "space-age.spec.js").write_text(BENT_SPEC)
         (work / "space-age.js").write_text(source)
         runs = jest.run_jest_tests(str(work), ["space-age.spec.js"], timeout_s=240)
         ids = sorted(verdict.outcomes(runs[0]))
         result = verdict.judge(ids, runs, fractional=False, what="tests")
-        assert len(ids) == 2 and result["score"] == score, (name, result)
+        assert len(ids) == 3 and result["score"] == score, (name, result)
         assert reason in (result["error"] or ""), (name, result)
-        if name == "wrong, entries hidden":
+        if name == "wrong, bent":
             record_property("outcome", f"score {result['score']:.2f}: {result['error']}")
             assert "a value that equals anything" in runs[0].output, runs[0].output[-2000:]

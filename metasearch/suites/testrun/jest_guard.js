@@ -5,8 +5,8 @@
 //
 // - values handed to expect() that carry a matcher hook (asymmetricMatch: "equals anything", however it is
 //   reached), that are Maps or Sets answering expect's equality other than Map's and Set's own methods
-//   do, proxies, or that hold getters (which can answer this check one way and expect another) are
-//   refused;
+//   do, or proxies are refused; their own getters answer expect what they answered the check (until the
+//   test ends), so a getter cannot hand over a hook on a later read;
 // - the test framework's globals (test, it, describe, expect, jest, hooks), their methods, the matchers
 //   and custom equality testers cannot be replaced or extended;
 // - the built-ins expect and the runner call (Object.is, Object.keys, Array.isArray, the methods of
@@ -30,7 +30,7 @@ const COMPARED = [
   [Map, Map.prototype, ['size', 'has', 'get', 'keys', 'values', 'entries', 'forEach', Symbol.iterator]],
   [Set, Set.prototype, ['size', 'has', 'keys', 'values', 'entries', 'forEach', Symbol.iterator]],
 ];
-const { getOwnPropertyDescriptor, getPrototypeOf } = Object;
+const { getOwnPropertyDescriptor, getPrototypeOf, defineProperty } = Object;
 const { isProxy } = require('util').types;
 const mapEntries = Map.prototype.forEach;
 const setValues = Set.prototype.forEach;
@@ -71,8 +71,9 @@ function claimsAnything(value, seen, depth) {
   }
   if (isProxy(value)) return true; // it can answer this check one way and expect another
   // Read by descriptor, not by value: a getter can answer this check one way and expect's later reads
-  // another (a matcher hook on the second read), so a hook behind a getter anywhere on the value's
-  // prototype chain, and a getter among the value's own properties (which expect reads), are refused.
+  // another (a matcher hook on the second read). A hook behind a getter anywhere on the value's prototype
+  // chain is refused; a getter among the value's own enumerable properties (which expect reads) is read
+  // once, here, and its answer is what expect reads too.
   try {
     for (let holder = value; holder !== null; holder = getPrototypeOf(holder)) {
       const hook = getOwnPropertyDescriptor(holder, 'asymmetricMatch');
@@ -98,14 +99,37 @@ function claimsAnything(value, seen, depth) {
       return true;
     }
     if (!own) continue;
+    let child = own.value;
     if (!('value' in own)) {
-      if (own.enumerable || typeof key === 'symbol') return true;
-      continue; // a built-in's own accessor that expect does not read (an array's length is data)
+      if (!own.enumerable) continue; // expect reads enumerable properties only
+      if (!own.configurable || typeof own.get !== 'function') return true;
+      try {
+        child = own.get.call(value);
+      } catch (error) {
+        return true;
+      }
+      // expect reads what was checked, not the getter's next answer: until the test ends, the property
+      // holds this value (then the getter is put back)
+      defineProperty(value, key, { value: child, writable: true, enumerable: true, configurable: true });
+      replaced[replaced.length] = [value, key, own];
     }
-    if (claimsAnything(own.value, seen, depth + 1)) return true;
+    if (claimsAnything(child, seen, depth + 1)) return true;
   }
   return false;
 }
+
+// Getters a check replaced with what they answered, put back after each test (last replaced first).
+const replaced = [];
+globalThis.afterEach(() => {
+  for (let i = replaced.length - 1; i >= 0; i--) {
+    try {
+      defineProperty(replaced[i][0], replaced[i][1], replaced[i][2]);
+    } catch (error) {
+      // the object was frozen since: it keeps the value
+    }
+  }
+  replaced.length = 0;
+});
 
 const guarded = new Proxy(real, {
   apply(target, self, args) {
