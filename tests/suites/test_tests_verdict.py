@@ -1147,6 +1147,15 @@ INHERITED = {
         0.0,
         (TAMPER,),
     ),
+    "list whose cast returns its own data, its class naming another module": (
+        "from collections import UserList\n\n\n"
+        "class Words(UserList):\n    __module__ = 'collections'\n\n"
+        "    def _UserList__cast(self, other):\n        return self.data\n\n\n"
+        "def tags(text):\n    return set(text.split())\n\n\n"
+        "def words(text):\n    return Words(['wrong'])\n",
+        0.0,
+        (TAMPER,),
+    ),
     "list whose cast returns its own data": (
         "from collections import UserList\n\n\n"
         "class Words(UserList):\n    def _UserList__cast(self, other):\n        return self.data\n\n\n"
@@ -1162,9 +1171,10 @@ INHERITED = {
 def test_a_comparison_inherited_from_the_standard_library_cannot_be_bent(
     tmp_path: Path, case: str, record_property: Any
 ) -> None:
-    """Without the runtime checks both bent values passed every test (the scan sees nothing: they define
-    no ``__eq__``); each harness asks such classes again, with their real instances, about near misses of
-    the value they were compared with, and flags them. The honest classes pass."""
+    """Without the runtime checks each bent value passed every test (the scan sees nothing: they define
+    no ``__eq__``; one class names another module as its own); each harness asks such classes again, with
+    their real instances, about near misses of the value they were compared with, and flags them. The
+    honest classes pass."""
     source, score, flags = INHERITED[case]
     assert scan.findings(source) == []
     (tmp_path / "tags.py").write_text(source)

@@ -212,11 +212,25 @@ def _inherits_comparison(cls: Any) -> bool:
     own = cls.__dict__
     if "__eq__" in own and "__ne__" in own:
         return False
+    if not any(_inherited(cls, n) is not None for n in ("__eq__", "__ne__")):
+        return False
     name = str(getattr(cls, "__module__", "") or "")
     if name not in _UNDER_TEST:
         where = str(getattr(sys.modules.get(name), "__file__", "") or "")
         _UNDER_TEST[name] = bool(where) and not _outside_root(where) and not _in_tests(where)
-    return _UNDER_TEST[name] and any(_inherited(cls, n) is not None for n in ("__eq__", "__ne__"))
+    # its module's file, or (a class can name any module) the code of its own methods
+    return _UNDER_TEST[name] or any(_code_under_test(member) for member in list(own.values()))
+
+
+def _code_under_test(member: object) -> bool:
+    """Whether a class member is a function (method, static or class method, property) whose code the
+    code under test wrote: in one of its files, or compiled from a string."""
+    for inner in (getattr(member, "__func__", None), getattr(member, "fget", None), member):
+        code = getattr(inner, "__code__", None)
+        if code is not None:
+            where = str(code.co_filename)
+            return not _outside_root(where) and not _in_tests(where) and not where.startswith("<frozen ")
+    return False
 
 
 def _inherited(cls: Any, name: str) -> Any:
@@ -336,6 +350,7 @@ def _inherited_lies(cls: Any) -> bool:
 _ROOT = [""]  # the folder under test: code defined in a file there (not a test file) is the candidate's
 _TESTS: set[str] = set()
 _TEST_TEXT: list[str] = []
+_OUTSIDE: dict[str, bool] = {}  # path -> outside the folder under test
 _UNDER_TEST: dict[str, bool] = {}  # module name -> defined in a file of the code under test
 # what an instance answers that an assertion takes at its word: "equal" (==, !=), "contains" (assertIn)
 _LIES = (("__eq__", True), ("__ne__", False), ("__contains__", True))
@@ -386,8 +401,14 @@ def _in_tests(filename: str) -> bool:
 
 
 def _outside_root(filename: str) -> bool:
-    """An absolute path outside the folder under test (code compiled from a string has no such path)."""
-    return os.path.isabs(filename) and not os.path.realpath(filename).startswith(_ROOT[0] + os.sep)
+    """An absolute path outside the folder under test (code compiled from a string has no such path);
+    remembered per path once the folder is known (every check asks about every class)."""
+    known = _OUTSIDE.get(filename) if _ROOT[0] else None
+    if known is None:
+        known = os.path.isabs(filename) and not os.path.realpath(filename).startswith(_ROOT[0] + os.sep)
+        if _ROOT[0]:
+            _OUTSIDE[filename] = known
+    return known
 
 
 WATCHED_PROCESS = frozenset({
