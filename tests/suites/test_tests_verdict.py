@@ -1156,6 +1156,14 @@ INHERITED = {
         0.0,
         (TAMPER,),
     ),
+    "every UserList's cast replaced to return its own data": (
+        "from collections import UserList\n\n"
+        "setattr(UserList, '_UserList__cast', lambda self, other: self.data)\n\n\n"
+        "def tags(text):\n    return set(text.split())\n\n\n"
+        "def words(text):\n    return UserList(['wrong'])\n",
+        0.0,
+        (TAMPER,),
+    ),
     "list whose cast returns its own data": (
         "from collections import UserList\n\n\n"
         "class Words(UserList):\n    def _UserList__cast(self, other):\n        return self.data\n\n\n"

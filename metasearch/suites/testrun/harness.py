@@ -129,7 +129,8 @@ def _always_equal_classes() -> list[Any]:
         key: tuple[Any, ...] = tuple(id(own.get(name)) for name in _COMPARING)
         key = (id(cls), *key)
         inherits = _inherits_comparison(cls)
-        if inherits:
+        if inherits or any(hasattr(own.get(name), "__code__") for name in ("__eq__", "__ne__")):
+            # a comparison written in Python calls helpers that can be replaced (UserList's cast)
             key += tuple((k, id(v)) for k, v in list(own.items()))
         if key not in _PROBED:
             _PROBED[key] = (
@@ -160,6 +161,12 @@ def _lies(cls: Any, method: object, lie: bool, probes: tuple[Any, ...] = ()) -> 
             instance = object.__new__(cls)
         except BaseException:
             return False
+    if (_outside_root(where) or where.startswith("<frozen ")) and any(
+        _code_under_test(member) for member in list(cls.__dict__.values())
+    ):
+        # a library's class with a helper the code under test put in (UserList's cast): its comparison
+        # reads the state the class's __init__ gives (UserList's data), so the instance gets it
+        _given_state(cls, instance)
     token = _token_hex(8)
     for probe in probes or (object(), f"probe-{token}", int(token, 16), [token]):
         try:
@@ -169,6 +176,17 @@ def _lies(cls: Any, method: object, lie: bool, probes: tuple[Any, ...] = ()) -> 
         except BaseException:  # refusing one kind of value does not excuse accepting another
             continue
     return False
+
+
+def _given_state(cls: Any, instance: object) -> None:
+    """Run ``cls.__init__`` on ``instance`` with no argument, or else with one empty one."""
+    arguments: tuple[tuple[Any, ...], ...] = ((), ("",), ([],), ({},), (0,))
+    for args in arguments:
+        try:
+            cls.__init__(instance, *args)
+            return
+        except BaseException:
+            continue
 
 
 def _both_ways(cls: Any, one: object, other: object) -> bool:
@@ -330,13 +348,7 @@ def _inherited_lies(cls: Any) -> bool:
             instance = cls.__new__(cls)
         except BaseException:
             continue
-        arguments: tuple[tuple[Any, ...], ...] = ((), ("",), ([],), ({},), (0,))
-        for args in arguments:
-            try:
-                base.__init__(instance, *args)
-                break
-            except BaseException:
-                continue
+        _given_state(base, instance)
         token = _token_hex(8)
         for probe in (object(), f"probe-{token}", int(token, 16), [token], {token}, {token: token}):
             try:
