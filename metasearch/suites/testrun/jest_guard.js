@@ -51,6 +51,7 @@ function claimsAnything(value, seen, depth) {
   if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return false;
   if (depth > 16 || seen.has(value)) return false;
   seen.add(value);
+  if (isProxy(value)) return true; // it can answer this check one way and expect another
   try {
     if (bendsComparison(value)) return true;
   } catch (error) {
@@ -69,7 +70,6 @@ function claimsAnything(value, seen, depth) {
   for (let i = 0; i < held.length && i < 4096; i++) {
     if (claimsAnything(held[i], seen, depth + 1)) return true;
   }
-  if (isProxy(value)) return true; // it can answer this check one way and expect another
   // Read by descriptor, not by value: a getter can answer this check one way and expect's later reads
   // another (a matcher hook on the second read). A hook behind a getter anywhere on the value's prototype
   // chain is refused; a getter among the value's own enumerable properties (which expect reads) is read
