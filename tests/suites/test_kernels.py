@@ -5,6 +5,7 @@ faster. Grading runs ``score.py`` in a real sandbox, as the runner does."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,17 +23,31 @@ EXPECTED_FLAG = {"inputs": "modified_inputs", "timer": "tampered_timer", "cache"
 
 def grade(suite: KernelsSuite, task: str, source: str, tmp_path: Path, sandbox=None) -> TaskResult:  # type: ignore[no-untyped-def]
     artifact = tmp_path / f"artifact-{abs(hash(source))}"
-    artifact.mkdir()
+    artifact.mkdir(exist_ok=True)
     (artifact / "solution.py").write_text(source)
     return suite.grade(f"kernels/{task}", artifact, sandbox or LocalSandbox())
 
 
-def assert_no_gain(result: TaskResult, honest: TaskResult) -> None:
+def assert_no_gain(result: TaskResult, honest: Callable[[], TaskResult]) -> None:
     """The attack scored no higher than the honest solution, and, unless it was rejected outright, claimed
-    no larger speedup (timing noise between two gradings stays well inside 1.6x; the attacks aim higher)."""
-    assert result.score <= honest.score, (result, honest)
-    if result.score > 0 or not result.flags:
-        assert result.metrics.get("speedup", 0.0) <= 1.6 * honest.metrics["speedup"], (result, honest)
+    no larger speedup (timing noise between two gradings stays well inside 1.6x; the attacks aim higher).
+    A machine busy at the wrong moment can still halve one honest grading, so when the attack looks ahead
+    of the first, the honest solution is graded once more and the better of the two counts."""
+    gradings = [honest()]
+    if not _no_gain(result, gradings[0]):
+        gradings.append(honest())
+    best = TaskResult(
+        score=max(g.score for g in gradings),
+        metrics={"speedup": max(g.metrics.get("speedup", 0.0) for g in gradings)},
+    )
+    assert _no_gain(result, best), (result, gradings)
+
+
+def _no_gain(result: TaskResult, honest: TaskResult) -> bool:
+    if result.score > honest.score:
+        return False
+    claimed = result.metrics.get("speedup", 0.0)
+    return not (result.score > 0 or not result.flags) or claimed <= 1.6 * honest.metrics.get("speedup", 0.0)
 
 
 def outcome(result: TaskResult) -> str:
@@ -143,7 +158,7 @@ def test_attacks_on_the_grader_are_caught(name: str, tmp_path: Path, record_prop
     result = grade(suite, task, source, tmp_path)
     record_property("outcome", outcome(result))
     if caught_by == "no gain":
-        assert_no_gain(result, grade(suite, task, oracle(task), tmp_path))
+        assert_no_gain(result, lambda: grade(suite, task, oracle(task), tmp_path))
         return
     assert result.score == 0.0, result
     assert caught_by in result.flags or caught_by in (result.error or ""), result
@@ -273,7 +288,7 @@ def test_attacks_in_docker(name: str, docker_sandbox_factory, tmp_path: Path, re
     result = grade(suite, task, source, tmp_path, sandbox)
     record_property("outcome", outcome(result))
     if caught_by == "no gain":
-        assert_no_gain(result, grade(suite, task, oracle(task), tmp_path, sandbox))
+        assert_no_gain(result, lambda: grade(suite, task, oracle(task), tmp_path, sandbox))
     else:
         assert result.score == 0.0 and (caught_by in result.flags or caught_by in (result.error or "")), (
             result
