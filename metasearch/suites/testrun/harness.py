@@ -14,18 +14,23 @@ Modes (the grader runs two different ones and compares them):
   runs, then plain ``test*`` functions and ``unittest.TestCase`` methods are called directly (setUp, the
   method, tearDown, cleanups). Fixtures and parametrization are not supported; such tests fail here.
 
-Both modes snapshot the callables of the runner's modules (``builtins``, ``unittest``, ``pytest``,
-``_pytest``, ``pluggy``, this harness) before candidate code is imported and compare them after every
-test and at the end; a replaced one is reported as ``tamper``, and so is a class that appeared since whose
-own ``__eq__``, defined in the code under test, says an instance equals values made up on the spot
-(``__ne__``: differs from none of them; ``__sub__``/``__rsub__``: gives one difference from numbers far
-apart), or whose comparison, inherited from library code, says so (asked about a fresh instance, and
-watched from the tests' imports on with its real instances); the cyclic collector is off, so a class made
-per call lives until it is checked. Both also install an audit hook (``watch``) before candidate code runs, which reports the code
-under test opening a test or grader file, reaching a frame, compiling code itself, or starting, signalling or
-tracing processes. The session ends with an ``end`` record; a run without it ended early. Residual risk: the candidate shares this process, so code that finds the
-channel's fd and nonce in memory, and forges the other harness the same way, can still lie; the static
-scan (``scan.py``) flags the routes to doing that.
+Both modes snapshot the callables of every library module (the standard library, installed packages such
+as ``unittest``, ``pytest`` and ``pluggy``, this harness), and their classes' members, before candidate code
+is imported, and compare them after every test and at the end (``shape.Snapshot``; a library module loaded
+later is taken at the next check); a replaced one is reported as ``tamper``. So is a test module's name or
+test class that is not what the test source makes it (``shape.Shape``: a rebound import, a method put into
+a test class, a base class or import hook the code under test made, a global hiding a builtin), and so is a
+class that appeared since whose own ``__eq__``, defined in the code under test, says an instance equals
+values made up on the spot (``__ne__``: differs from none of them; ``__sub__``/``__rsub__``: gives one
+difference from numbers far apart), or whose comparison, inherited from library code, says so (asked about
+a fresh instance, and watched from the tests' imports on with its real instances); the cyclic collector is
+off, so a class made per call lives until it is checked. Both also install an audit hook (``watch``) before
+candidate code runs, which reports the code under test opening a test or grader file, reaching a frame,
+compiling or making code itself, changing in place a function, class or module that is not its own
+(``__code__``, ``__defaults__``, ``__class__``, ``__bases__``), or starting, signalling or tracing
+processes. The session ends with an ``end`` record; a run without it ended early. Residual risk: the
+candidate shares this process, so code that finds the channel's fd and nonce in memory, and forges the
+other harness the same way, can still lie; the static scan (``scan.py``) flags the routes to doing that.
 """
 
 from __future__ import annotations
@@ -42,11 +47,26 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+
+def _sibling(name: str) -> types.ModuleType:
+    """A module of this grader's folder (read-only where candidate code runs), loaded by path under a
+    name no candidate module takes."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_ms_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_shape = _sibling("shape")
 _write = os.write
 _dumps = json.dumps
 _token_hex = secrets.token_hex
 ALWAYS_EQUAL = "always-equal class"
-WATCHED = ("builtins", "unittest", "pytest", "_pytest", "pluggy", "__main__", "_ms_harness")
 
 
 class Channel:
@@ -75,26 +95,14 @@ class Integrity:
     def __init__(self) -> None:
         gc.disable()  # a class made per call lives until the next check instead of a collection
         self.equal_before = {id(cls) for cls in _always_equal_classes()}
-        self.seen: dict[tuple[str, str, str], object] = {}
-        for name, module in list(sys.modules.items()):
-            if module is None or name.split(".")[0] not in WATCHED:
-                continue
-            for key, value in list(vars(module).items()):
-                if callable(value):
-                    self.seen[(name, key, "")] = value
-                if isinstance(value, type) and getattr(value, "__module__", "") == name:
-                    for attr, member in list(vars(value).items()):
-                        self.seen[(name, key, attr)] = member
+        self.snapshot = _shape.Snapshot(_PLACES[0])
+        self.tests: dict[str, types.ModuleType] = {}  # the test modules as the runner holds them
         self.reported = False
 
     def changed(self) -> list[str]:
-        found = []
-        for (name, key, attr), value in self.seen.items():
-            module = sys.modules.get(name)
-            holder = module if module is None or not attr else vars(module).get(key)
-            current = None if holder is None else vars(holder).get(attr or key)
-            if current is not value:
-                found.append(f"{name}.{key}" + (f".{attr}" if attr else ""))
+        self.snapshot.take_new()
+        found = self.snapshot.moved()
+        found += _SHAPE[0].check(self.tests)
         for cls in _always_equal_classes():
             if id(cls) not in self.equal_before:
                 found.append(
@@ -359,6 +367,8 @@ def _inherited_lies(cls: Any) -> bool:
     return False
 
 
+_PLACES: list[Any] = []  # the one ``shape.Places`` of this run
+_SHAPE: list[Any] = []  # the one ``shape.Shape`` of this run
 _ROOT = [""]  # the folder under test: code defined in a file there (not a test file) is the candidate's
 _TESTS: set[str] = set()
 _TEST_TEXT: list[str] = []
@@ -428,55 +438,45 @@ WATCHED_PROCESS = frozenset({
     "subprocess.Popen", "pty.spawn", "ctypes.dlopen", "ctypes.dlsym", "ctypes.addressof", "sys.settrace",
     "sys.setprofile", "sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
 })  # fmt: skip
+MADE_CODE = frozenset({"code.__new__", "marshal.loads", "marshal.load", "function.__new__"})
+CHANGED = frozenset({"object.__setattr__", "object.__delattr__"})
+IN_PLACE = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__class__", "__bases__"})
 FRAME_ATTRS = frozenset({"tb_frame", "f_code", "gi_frame", "cr_frame", "ag_frame"})
+IMPORTING = "<frozen importlib._bootstrap"  # the import system's frames (and ``_bootstrap_external``'s)
 REVEALERS = ("inspect.py", "traceback.py")  # stdlib modules that hand a caller's frames or source back
 WATCH = "watched"
 
 
-def watch(channel: Channel, root: str, tests: frozenset[str]) -> None:
+def watch(channel: Channel, places: Any) -> None:
     """Install an audit hook (for the life of the process: Python code cannot remove one) that reports, as
     ``tamper``, what the code under test does beyond computing: open a test or grader file, reach a frame
     (``sys._getframe``, a traceback's or generator's frame, a frame's code, directly or through ``inspect``
-    or ``traceback``), compile code itself, or start, signal or trace processes. The code under test is any
-    code that is not the standard library, a test, this harness or an installed package (``kind``); an event
-    is its doing when the nearest frame outside the standard library is its own (a test helper that
-    inspects frames while the code under test is on the stack is the test's doing). ``root`` names test
-    files in findings. Its state lives in this closure only."""
-    import sysconfig
-
-    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
-    grader = os.path.dirname(os.path.realpath(__file__)) + os.sep
-    installed = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    or ``traceback``), compile code itself, make code or load it from bytes, change in place what is not its
+    own (a library's or test's function's code or defaults, a module's or class's class, a class's bases),
+    or start, signal or trace processes. The code under test is any code that is not the standard library,
+    a test, this harness or an installed package (``places``); an event is its doing when the nearest frame
+    outside the standard library is its own (a test helper that inspects frames while the code under test
+    is on the stack is the test's doing). Its state lives in this closure only."""
     busy = [False]
-    kinds: dict[str, str] = {}
     reported: set[str] = set()
-    getframe, realpath = sys._getframe, os.path.realpath
+    getframe, realpath, kind = sys._getframe, os.path.realpath, places.kind
+    root, tests, grader = places.root, places.tests, places.grader
 
-    def kind(filename: str) -> str:
-        """``std`` (the standard library), ``trusted`` (the tests, this harness, installed packages such as
-        pytest) or ``candidate``: everything else, wherever it was written (a module the code under test
-        put in /tmp, code compiled from a string) counts as the code under test's."""
-        if filename not in kinds:
-            path = realpath(filename) if os.path.isabs(filename) else filename
-            kinds[filename] = (
-                "std" if path.startswith(stdlib) or filename.startswith("<frozen")
-                else "trusted" if path in tests or path.startswith((grader, *installed))
-                else "candidate"
-            )  # fmt: skip
-        return kinds[filename]
-
-    def culprit(innermost_only: bool) -> bool:
+    def culprit(innermost_only: bool, imports: bool = True) -> bool:
         """Whether the nearest frame outside the standard library is the code under test's (the event's
-        own frame, when ``innermost_only``, unless that is ``inspect`` or ``traceback`` working for it)."""
+        own frame, when ``innermost_only``, unless that is ``inspect`` or ``traceback`` working for it;
+        not through the import system, unless ``imports``: a library module doing so as it loads)."""
         frame: types.FrameType | None = getframe(2)
         first = True
         while frame is not None:
             name = frame.f_code.co_filename
             found = kind(name)
-            if found != "std":
-                return found == "candidate"
+            if found != _shape.STD:
+                return found == _shape.CANDIDATE
             if innermost_only and first and not name.endswith(REVEALERS):
                 return False  # a library's own use of its caller's frame (namedtuple, enum, logging)
+            if not imports and name.startswith(IMPORTING):
+                return False
             first, frame = False, frame.f_back
         return False
 
@@ -495,6 +495,11 @@ def watch(channel: Channel, root: str, tests: frozenset[str]) -> None:
                     what = f"reached a frame ({args[1] if event == 'object.__getattr__' else event})"
             elif event == "compile" and culprit(innermost_only=True):
                 what = "compiled code itself"
+            elif event in MADE_CODE and culprit(innermost_only=False, imports=False):
+                what = f"made code ({event})"
+            elif event in CHANGED and args[1] in IN_PLACE and not _own(args[0], kind):
+                if culprit(innermost_only=False, imports=False):
+                    what = f"set {_label(args[0])}.{args[1]}"
             elif event in WATCHED_PROCESS and culprit(innermost_only=False):
                 what = event
             if what and what not in reported and len(reported) < 5:
@@ -506,6 +511,24 @@ def watch(channel: Channel, root: str, tests: frozenset[str]) -> None:
             busy[0] = False
 
     sys.addaudithook(hook)
+
+
+def _own(target: object, kind: Callable[[str], str]) -> bool:
+    """Whether what an in-place change is made to belongs to the code under test: its function, a class it
+    made, its module, or any other object (an instance may change its own class)."""
+    if isinstance(target, types.FunctionType):
+        return kind(target.__code__.co_filename) == _shape.CANDIDATE
+    if isinstance(target, type):
+        return not _SHAPE[0].trusted_class(target)
+    if isinstance(target, types.ModuleType):
+        return _PLACES[0].of_module(target) == _shape.CANDIDATE
+    return True
+
+
+def _label(target: object) -> str:
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None)
+    module = getattr(target, "__module__", None)
+    return f"{module}.{name}" if isinstance(module, str) and isinstance(name, str) else type(target).__name__
 
 
 class Reporter:
@@ -525,6 +548,9 @@ class Reporter:
     def pytest_collection_finish(self, session: types.SimpleNamespace) -> None:
         self.channel.send({"t": "collected", "ids": [item.nodeid for item in session.items]})
         if self.integrity is not None:  # the code under test is imported: its classes are watched now
+            for item in session.items:  # the test modules as pytest holds them (not as named in sys.modules)
+                with contextlib.suppress(Exception):
+                    self.integrity.tests[os.path.realpath(str(item.path))] = item.module
             self.integrity.check(self.channel)
 
     def pytest_runtest_logreport(self, report: types.SimpleNamespace) -> None:
@@ -581,6 +607,7 @@ def run_direct(channel: Channel, root: str, files: list[str]) -> int:
         except BaseException:  # an import failure fails the file's tests, whatever it is
             channel.send({"t": "collect_error", "id": rel})
             continue
+        integrity.tests[os.path.realpath(path)] = module
         tests += _tests_of(rel, module, unittest.TestCase)
     channel.send({"t": "collected", "ids": [test_id for test_id, _ in tests]})
     integrity.check(channel)  # the code under test is imported: its classes are watched now
@@ -658,11 +685,15 @@ def main(argv: list[str]) -> int:
     os.chdir(root)
     _ROOT[0] = os.path.realpath(root)
     _TESTS.update(os.path.realpath(os.path.join(root, rel)) for rel in files)
+    sources = {}
     for path in _TESTS:
         with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as f:
-            _TEST_TEXT.append(f.read())
+            sources[path] = f.read()
+    _TEST_TEXT.extend(sources.values())
+    _PLACES.append(_shape.Places(_ROOT[0], frozenset(_TESTS)))
+    _SHAPE.append(_shape.Shape(_PLACES[0], sources))  # imports what the tests import from libraries
     if mode != "collect":  # candidate code runs from here on
-        watch(channel, _ROOT[0], frozenset(_TESTS))
+        watch(channel, _PLACES[0])
     if mode == "direct":
         return run_direct(channel, root, files)
     return run_pytest(channel, root, files, collect_only=mode == "collect")

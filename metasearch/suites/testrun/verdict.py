@@ -6,10 +6,11 @@ direct runner), checks that no test file changed during either run, and ``judge`
 transcripts into the verdict dict a grader prints. A test counts as passed only when **both** harnesses
 report it passed. Failures, each with a reason naming it:
 
-- flag ``tamper_suspect`` (score 0): a channel line the harness did not write, a runner callable replaced
-  during the run, a value that equals anything (a class of the code under test whose ``__eq__`` says so),
-  a process that outlived the run holding the channel, a test file changed, a process exit status that
-  differs from the one the session reported (a forced exit), or a static-scan finding;
+- flag ``tamper_suspect`` (score 0): a channel line the harness did not write, a library callable replaced
+  during the run, a test module's names or a test class changed (``shape.py``), a value that equals
+  anything (a class of the code under test whose ``__eq__`` says so), a process that outlived the run
+  holding the channel, a test file changed, a process exit status that differs from the one the session
+  reported (a forced exit), or a static-scan finding;
 - flag ``inconsistent_results`` (score 0): the harnesses disagree on an expected test's outcome;
 - no flag, score 0: a run that timed out or ended early (no end-of-session record), a test id the grader
   did not expect, or a run's exit status saying failure while every test reported passed (in every
@@ -32,6 +33,7 @@ GUARD_REFUSED = "a grader-owned guard refused"  # in the test process: jest_guar
 GUARD_REFUSAL = re.compile(r"metasearch: (the code under test tried to [a-z -]+(?:: [\w.$]+)?)")  # a guard's
 ALWAYS_EQUAL = "always-equal class"  # harness.ALWAYS_EQUAL
 WATCHED = "watched"  # harness.WATCH: what the audit hook saw the code under test do
+SHAPE = "tests changed"  # shape.SHAPE: a test module's names or a test class changed, or an import hook
 INCONSISTENT = "inconsistent_results"
 MODES = ("pytest", "direct")
 FAILURE_OUTPUT = 1200  # characters of the pytest run's output kept in a failure's reason
@@ -191,6 +193,8 @@ def _distrust(run: Run) -> str | None:
         return tampered[0]
     if any(str(what).startswith(ALWAYS_EQUAL) for what in tampered[0] or []):
         return f"a value that equals anything appeared during the run: {tampered[0]}"
+    if changed := [str(w).split(": ", 1)[-1] for w in tampered[0] or [] if str(w).startswith(SHAPE)]:
+        return f"what the tests are made of changed during the run: {changed}"
     if watched := [str(w) for w in tampered[0] or [] if str(w).startswith(WATCHED)]:
         return f"{watched[0].split(': ', 1)[-1]} during the run"
     return f"runner code replaced during the run: {tampered[0]}"

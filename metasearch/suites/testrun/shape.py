@@ -1,0 +1,408 @@
+"""What a test run is made of, held to what it was before the code under test ran and to what the test
+source says. Loaded by ``harness.py`` (as ``_ms_shape``, stdlib only) before any candidate code runs.
+
+A test passes when the code it runs says so: the test's own functions, the assertion methods its classes
+inherit, the library functions it calls. Code under test that shares the process can change each of those
+without touching a file: rebind a library module's function or a class's method, swap a function's code
+in place (``__code__``), rebind a name in the test module before its classes are made (``unittest`` to a
+namespace whose ``TestCase`` asserts nothing), or put a method into a test class. Three records catch that:
+
+- ``Places``: whose a file is (the standard library, an installed package or this grader, a test file, or
+  the code under test: everything else, wherever it was written).
+- ``Snapshot``: the identities of every library module's callables and of its classes' members, taken
+  before the code under test runs (a library module loaded later is taken at the next check); any that
+  moved is named.
+- ``Shape``: the test files' outline, parsed from their pristine source. Each class statement is recorded
+  with the file that ran it (``builtins.__build_class__`` is wrapped). At the first check each test
+  module's top-level names must be what the source binds (a ``def`` the function compiled from that file
+  with that name, a ``class`` the class its statement made, an import of a library module the object the
+  harness imported first), and each test class must be built only on classes that existed before the code
+  under test ran or that library or test code made, and hold only the names its source gives it; from
+  then on every such name keeps its identity.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import importlib.util
+import operator
+import os
+import sys
+import sysconfig
+import types
+from typing import Any
+
+STD, TRUSTED, TEST, CANDIDATE = "std", "trusted", "test", "candidate"
+SHAPE = "tests changed"  # the prefix of this module's findings (verdict.py names the class by it)
+# names the interpreter, ``abc``, ``typing`` and unittest's/pytest's class decorators give a class
+MADE_FOR_A_CLASS = frozenset({
+    "__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__firstlineno__",
+    "__static_attributes__", "__annotations__", "__annotate__", "__annotate_func__",
+    "__annotations_cache__", "__orig_bases__", "__parameters__", "__type_params__", "_abc_impl",
+    "__abstractmethods__", "__slots__", "__unittest_skip__", "__unittest_skip_why__", "pytestmark",
+})  # fmt: skip
+# a module's own globals: never taken for a name hiding a builtin
+MODULE_NAMES = frozenset({"__name__", "__doc__", "__package__", "__loader__", "__spec__", "__builtins__"})
+# what runners swap and put back around each test and session (``warnings.catch_warnings``)
+SWAPPED = frozenset({("warnings", "_showwarnmsg_impl"), ("warnings", "showwarning")})
+_MISSING = object()
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+class Places:
+    """Whose a file is, remembered per file name."""
+
+    def __init__(self, root: str, tests: frozenset[str]) -> None:
+        self.root, self.tests = root, tests
+        self.stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
+        self.grader = os.path.dirname(os.path.realpath(__file__)) + os.sep
+        prefixes = {os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+        self.installed = tuple(prefixes)
+        self.kinds: dict[str, str] = {}
+
+    def kind(self, filename: str) -> str:
+        """``std``, ``trusted`` (an installed package, this grader), ``test`` or ``candidate``: any other
+        file, and code compiled from a string."""
+        found = self.kinds.get(filename)
+        if found is None:
+            path = os.path.realpath(filename) if os.path.isabs(filename) else filename
+            found = (
+                STD if path.startswith(self.stdlib) or filename.startswith("<frozen")
+                else TEST if path in self.tests
+                else TRUSTED if path.startswith((self.grader, *self.installed))
+                else CANDIDATE
+            )  # fmt: skip
+            self.kinds[filename] = found
+        return found
+
+    def of_module(self, module: object) -> str:
+        where = getattr(module, "__file__", None)
+        if not isinstance(where, str):
+            paths = getattr(module, "__path__", None)
+            where = next(iter(paths), None) if isinstance(paths, list) else None
+        return STD if not isinstance(where, str) else self.kind(where)  # built in, or frozen
+
+
+class Snapshot:
+    """Identities of the module-level callables and classes' members of every module that is not the code
+    under test's or a test file, compared a holder at a time."""
+
+    def __init__(self, places: Places) -> None:
+        self.places = places
+        self.modules: dict[str, tuple[types.ModuleType, type]] = {}
+        self.holders: list[tuple[str, Any, tuple[str, ...], tuple[Any, ...]]] = []
+        self.take_new()
+
+    def take_new(self) -> None:
+        """Take the modules loaded since the last time (a library's lazy imports)."""
+        for name, module in list(sys.modules.items()):
+            if module is None or name in self.modules or self.places.of_module(module) not in (STD, TRUSTED):
+                continue
+            self.modules[name] = (module, type(module))
+            space = list(vars(module).items())
+            self._hold(name, module, [k for k, v in space if callable(v) and (name, k) not in SWAPPED])
+            for key, value in space:
+                if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                    self._hold(f"{name}.{key}", value, list(vars(value)))
+
+    def _hold(self, label: str, holder: Any, keys: list[str]) -> None:
+        now = vars(holder)
+        self.holders.append((label, holder, tuple(keys), tuple(map(now.get, keys))))
+
+    def moved(self) -> list[str]:
+        found = []
+        for name, (module, kind) in self.modules.items():
+            if sys.modules.get(name) is not module or type(module) is not kind:
+                found.append(f"sys.modules[{name!r}]")
+        for label, holder, keys, values in self.holders:
+            current = tuple(map(vars(holder).get, keys))
+            if not all(map(operator.is_, current, values)):
+                found += [f"{label}.{k}" for k, a, b in zip(keys, current, values, strict=True) if a is not b]
+        return found
+
+
+class _Body:
+    """What one class statement's body binds (or a module's top level)."""
+
+    def __init__(self, decorated: bool = False) -> None:
+        self.defs: set[str] = set()
+        self.classes: set[str] = set()
+        self.names: set[str] = set()  # every name the body binds, by any statement
+        self.imports: dict[str, tuple[str, str | None]] = {}  # name -> (module, attribute or None)
+        self.decorated = decorated  # a class decorator may give the class names its body does not
+        self.wrapped: set[str] = set()  # defs with decorators (their value may be a wrapper)
+        self.twice: set[str] = set()
+        self.star = False  # ``from m import *`` binds names the source does not show
+
+
+class Outline:
+    """A test file's module body and its class bodies, by qualified name."""
+
+    def __init__(self, source: str) -> None:
+        self.top = _Body()
+        self.classes: dict[str, _Body] = {}
+        self._walk(ast.parse(source), self.top, "")
+
+    def _walk(self, node: ast.AST, body: _Body, prefix: str) -> None:
+        for stmt in getattr(node, "body", []):
+            self._statement(stmt, body, prefix, unconditional=True)
+
+    def _statement(self, stmt: ast.stmt, body: _Body, prefix: str, *, unconditional: bool) -> None:
+        bound: list[str] = []
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            bound.append(stmt.name)
+            if unconditional:
+                body.defs.add(stmt.name)
+            if stmt.decorator_list:
+                body.wrapped.add(stmt.name)
+            self._nested(stmt, f"{prefix}{stmt.name}.<locals>.")
+        elif isinstance(stmt, ast.ClassDef):
+            bound.append(stmt.name)
+            if unconditional:
+                body.classes.add(stmt.name)
+            inner = _Body(decorated=bool(stmt.decorator_list))
+            self.classes[f"{prefix}{stmt.name}"] = inner
+            self._walk(stmt, inner, f"{prefix}{stmt.name}.")
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            for alias in stmt.names:
+                target: tuple[str, str | None]
+                if isinstance(stmt, ast.Import):
+                    name = alias.asname or alias.name.split(".")[0]
+                    target = (alias.name if alias.asname else alias.name.split(".")[0], None)
+                else:
+                    name = alias.asname or alias.name
+                    target = (stmt.module or "", alias.name)
+                bound.append(name)
+                body.star = body.star or alias.name == "*"
+                if unconditional and not getattr(stmt, "level", 0) and alias.name != "*":
+                    body.imports[name] = target
+        else:
+            for child in ast.walk(stmt):
+                if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+                    bound.append(child.id)
+                elif isinstance(child, (*DEFINITIONS, ast.Import, ast.ImportFrom)):
+                    self._statement(child, body, prefix, unconditional=False)
+        for name in bound:
+            (body.twice if name in body.names else body.names).add(name)
+
+    def _nested(self, func: ast.AST, prefix: str) -> None:
+        """Classes a function body makes (a test that defines a class inside itself)."""
+        for child in ast.walk(func):
+            if isinstance(child, ast.ClassDef) and child is not func:
+                qualname = f"{prefix}{child.name}"
+                if qualname not in self.classes:
+                    inner = _Body(decorated=bool(child.decorator_list))
+                    self.classes[qualname] = inner
+                    self._walk(child, inner, f"{qualname}.")
+
+
+class Shape:
+    """The test files' outlines, the classes their statements made, and what their names held at the first
+    check. ``check`` is given the test modules (path -> module) as the runner holds them."""
+
+    def __init__(self, places: Places, sources: dict[str, str]) -> None:
+        self.places = places
+        self.outlines: dict[str, Outline] = {}
+        for path, source in sources.items():
+            try:
+                self.outlines[path] = Outline(source)
+            except (SyntaxError, ValueError):
+                continue  # a test file that does not parse fails its own tests
+        self.expected: dict[tuple[str, str], Any] = {}
+        for path, outline in self.outlines.items():
+            for name, (module, attribute) in outline.top.imports.items():
+                if name not in outline.top.twice:
+                    found = self._library_object(module, attribute)
+                    if found is not _MISSING:
+                        self.expected[(path, name)] = found
+        self.before: list[type] = _all_classes()  # alive, so their ids stay theirs
+        self.known = {id(cls) for cls in self.before}
+        self.made: dict[int, tuple[type, str, str]] = {}  # id -> (class, file or kind, qualname)
+        self.held: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(module or class) -> (it, names)
+        self.builtin_names = frozenset(vars(builtins))
+        self.hooks = {id(hook) for hook in (*sys.meta_path, *sys.path_hooks)}
+        self._wrap_build_class()
+
+    def _library_object(self, module: str, attribute: str | None) -> Any:
+        """What a test's import of a library module binds, imported now (before any candidate code); the
+        code under test's own modules, and modules that do not import, are not expected."""
+        top = module.split(".")[0]
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return _MISSING
+        origin = getattr(spec, "origin", None)
+        if spec is None or (isinstance(origin, str) and self.places.kind(origin) not in (STD, TRUSTED)):
+            return _MISSING
+        if spec.submodule_search_locations and origin is None:
+            return _MISSING  # a namespace package: wherever its parts are, some may be the candidate's
+        try:
+            found = importlib.import_module(module)
+            if attribute is None:
+                return found
+            if hasattr(found, attribute):
+                return getattr(found, attribute)
+            return importlib.import_module(f"{module}.{attribute}")
+        except BaseException:
+            return _MISSING
+
+    def _wrap_build_class(self) -> None:
+        original, made, kind = builtins.__build_class__, self.made, self.places.kind
+
+        def build_class(func: Any, name: str, *bases: Any, **keywords: Any) -> Any:
+            cls = original(func, name, *bases, **keywords)
+            code = getattr(func, "__code__", None)
+            if isinstance(cls, type) and code is not None:
+                where = kind(code.co_filename)
+                if where != CANDIDATE:
+                    path = os.path.realpath(code.co_filename) if where == TEST else where
+                    made[id(cls)] = (cls, path, getattr(code, "co_qualname", name))
+            return cls
+
+        builtins.__build_class__ = build_class  # type: ignore[assignment]
+
+    def trusted_class(self, cls: Any) -> bool:
+        """Existed before the code under test ran, or made by a class statement outside it."""
+        return id(cls) in self.known or id(cls) in self.made
+
+    def check(self, modules: dict[str, types.ModuleType]) -> list[str]:
+        found: list[str] = []
+        for path, module in modules.items():
+            outline = self.outlines.get(path)
+            if outline is not None:
+                found += self._names(path, module, outline)
+        for key, (cls, path, qualname) in list(self.made.items()):
+            if path in self.outlines:
+                found += self._class(key, cls, path, qualname)
+        found += [
+            f"an import hook the code under test made: {type(hook).__qualname__}"
+            for hook in (*sys.meta_path, *sys.path_hooks)
+            if id(hook) not in self.hooks and not self._library_made(hook)
+        ]
+        return [f"{SHAPE}: {what}" for what in found]
+
+    def _library_made(self, hook: Any) -> bool:
+        """An import hook a library put in place (its class, or its function, is not the code under
+        test's); the others can hand the runner any module for a test file that imports later."""
+        if type(hook) is types.FunctionType:
+            return self.places.kind(hook.__code__.co_filename) != CANDIDATE
+        return self.trusted_class(hook if isinstance(hook, type) else type(hook))
+
+    def _names(self, path: str, module: types.ModuleType, outline: Outline) -> list[str]:
+        space, body, label = vars(module), outline.top, os.path.basename(path)
+        # a global of that name hides the builtin from the test's code (``all``, ``sorted``, ``len``)
+        found = [
+            f"{label}: {name} hides the builtin"
+            for name in sorted(self.builtin_names.intersection(space) - body.names)
+            if name not in MODULE_NAMES and not body.star
+        ]
+        if space.get("__builtins__") not in (builtins, vars(builtins)):
+            found.append(f"{label}: __builtins__ is not the builtins module")
+        if id(module) in self.held:
+            return found + _changed(label, *self.held[id(module)])
+        guarded = {}
+        for name in sorted(body.names - body.twice):
+            value = space.get(name, _MISSING)
+            if value is _MISSING:
+                continue  # a failed import, a name bound only on some paths
+            if name in body.defs:
+                if not self._defined_here(value, path, name, name in body.wrapped):
+                    found.append(f"{label}: {name} is not the function the test file defines")
+            elif name in body.classes:
+                if self.made.get(id(value), (None, "", ""))[1:] != (path, name):
+                    found.append(f"{label}: {name} is not the class the test file defines")
+            elif (path, name) in self.expected:
+                if value is not self.expected[(path, name)]:
+                    found.append(f"{label}: {name} is not what the test file imports")
+            else:
+                continue  # data: a test may rebind its own globals
+            guarded[name] = value
+        self.held[id(module)] = (module, guarded)
+        return found
+
+    def _class(self, key: int, cls: type, path: str, qualname: str) -> list[str]:
+        """A test class: its bases and metaclass, its methods, and the names that stand in for a base's
+        (``assertEqual``, ``run``, ``__call__``) or that a runner collects (``test*``)."""
+        space = dict(vars(cls))
+        if key in self.held:
+            held, guarded = self.held[key]
+            found = _changed(qualname, held, guarded)
+            return found + [
+                f"{qualname}.{name} was put into a test class"
+                for name, value in space.items()
+                if name not in guarded and self._guarded(cls, name, value)
+            ]
+        found = [
+            f"{qualname} is built on {getattr(base, '__qualname__', base)!s}, which the code under test made"
+            for base in (type(cls), *cls.__mro__[1:])
+            if not self.trusted_class(base)
+        ]
+        body = self.outlines[path].classes.get(qualname)
+        guarded = {}
+        for name, value in space.items():
+            if body is not None and name in body.defs and name not in body.twice:
+                if not self._defined_here(value, path, f"{qualname}.{name}", name in body.wrapped):
+                    found.append(f"{qualname}.{name} is not the method the test file defines")
+            elif not self._guarded(cls, name, value):
+                continue
+            elif body is not None and name not in body.names and not body.decorated:
+                found.append(f"{qualname}.{name} was put into a test class")
+            guarded[name] = value
+        self.held[key] = (cls, guarded)
+        return found
+
+    @staticmethod
+    def _guarded(cls: type, name: str, value: Any) -> bool:
+        """A callable that a runner would collect, or that stands in for a base class's callable."""
+        if name in MADE_FOR_A_CLASS or not callable(value):
+            return False
+        if name.startswith("test"):
+            return True
+        return any(callable(vars(base).get(name)) for base in cls.__mro__[1:])
+
+    def _defined_here(self, value: Any, path: str, qualname: str, wrapped: bool) -> bool:
+        """Whether ``value`` is the function compiled from ``path`` under ``qualname``: itself, or through
+        static or class method, property and ``functools.wraps`` layers none of which is the code under
+        test's. A decorated ``def`` may also hold an object a library or test class made (a fixture)."""
+        for _ in range(8):
+            if type(value) in (staticmethod, classmethod):
+                value = value.__func__
+            elif type(value) is property:
+                value = value.fget
+            if type(value) is not types.FunctionType:
+                return wrapped and self.trusted_class(type(value))
+            code = value.__code__
+            where = self.places.kind(code.co_filename)
+            if where == CANDIDATE:
+                return False
+            if where == TEST and getattr(code, "co_qualname", code.co_name) == qualname:
+                return os.path.realpath(code.co_filename) == path
+            value = vars(value).get("__wrapped__")
+        return False
+
+
+def _changed(label: str, holder: Any, names: dict[str, Any]) -> list[str]:
+    """Names of ``holder`` that no longer hold what they held at the first check."""
+    now = vars(holder)
+    return [
+        f"{label}.{name} changed" for name, value in names.items() if now.get(name, _MISSING) is not value
+    ]
+
+
+def _all_classes() -> list[type]:
+    found: list[type] = []
+    seen: set[int] = set()
+    todo: list[type] = [object]
+    while todo:
+        cls = todo.pop()
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        found.append(cls)
+        try:
+            todo += type.__subclasses__(cls)
+        except TypeError:
+            continue
+    return found
