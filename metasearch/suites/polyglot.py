@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import tempfile
 import threading
@@ -55,7 +56,7 @@ from metasearch.suites.grading import (
 )
 from metasearch.suites.kernelbench import hash_files
 from metasearch.suites.protocol import Task, TaskResult
-from metasearch.suites.testrun import scan
+from metasearch.suites.testrun import scan, verdict
 from metasearch.suites.testrun.exercise_grade import example_targets
 
 log = logging.getLogger(__name__)
@@ -275,6 +276,7 @@ class PolyglotSuite:
             "example": list(ex.examples),
             "command": self.config.test_commands.get(ex.language, TEST_COMMANDS[ex.language]),
             "run_timeout": run_budget(timeout, 2 if ex.language == "python" else len(ex.tests) or 1),
+            "test_names": example_test_names(ex),
         }
 
     def _run(
@@ -383,6 +385,23 @@ def example_findings(ex: Exercise) -> list[str]:
             after = (ex.path / example).read_text()
             found += [f"{target}: {f}" for f in scan.new_findings(before, after, language)]
     return found
+
+
+def example_test_names(ex: Exercise) -> list[str]:
+    """The names the tests declare that the exercise's own example solution uses (``go/bottle-song``'s
+    test file offers ``Title``): a candidate may use them too; any other name of the tests' it uses makes
+    its solution build only with the tests (the graders' ``NAMES_TESTS``)."""
+    if ex.language not in verdict.TEST_DECLARATIONS:
+        return []
+    texts = [(ex.path / rel).read_text(errors="replace") for rel in ex.tests if (ex.path / rel).is_file()]
+    declared = verdict.declared_names(ex.language, texts)
+    used = {
+        word
+        for rel in ex.examples
+        if (ex.path / rel).is_file()
+        for word in re.findall(r"\w+", (ex.path / rel).read_text(errors="replace"))
+    }
+    return sorted(declared & used)
 
 
 def _load(root: Path, languages: list[str], names: list[str] | None, subset: str) -> dict[str, Exercise]:

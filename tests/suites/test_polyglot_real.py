@@ -9,7 +9,9 @@ set, as it is where ``.ci/setup`` was asked to build the image.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,8 @@ from typing import Any
 import pytest
 
 from metasearch.errors import InfrastructureError
-from metasearch.suites.polyglot import PolyglotSuite
-from metasearch.suites.testrun import scan
+from metasearch.suites.polyglot import PolyglotSuite, example_test_names
+from metasearch.suites.testrun import scan, verdict
 from metasearch.suites.testrun.exercise_grade import example_targets
 
 ROOT = Path(__file__).resolve().parent / "polyglot_real"
@@ -229,6 +231,75 @@ def test_forged_go_results_gain_nothing(
     result = suite.grade(task_id, workspace, polyglot_sandbox)  # type: ignore[arg-type]
     assert result.score == 0.0 and result.flags == ("tamper_suspect",), result
     assert "pig_latin.go: file, process or environment access: import os" in (result.error or ""), result
+
+
+def test_the_names_of_the_tests_an_example_uses_are_allowed(tmp_path: Path) -> None:
+    """Go's ``bottle-song`` test file offers ``Title`` and its example uses it: that name is allowed to every
+    candidate of the exercise; the tests' other names (the case table, the test functions) are not."""
+    assert example_test_names(_suite("go").exercises[_task("go")]) == []
+    assert example_test_names(_suite("java").exercises[_task("java")]) == []
+    real = _suite("go").exercises[_task("go")]
+    shutil.copytree(real.path, tmp_path / "ex")
+    test = tmp_path / "ex" / "pig_latin_test.go"
+    test.write_text(
+        test.read_text() + "\nfunc Title(s string) string { return s }\n\nvar (\n\tspare = 1\n)\n"
+    )
+    example = tmp_path / "ex" / real.examples[0]
+    example.write_text(example.read_text() + "\nfunc shout(s string) string { return Title(s) }\n")
+    ex = dataclasses.replace(real, path=tmp_path / "ex")
+    assert example_test_names(ex) == ["Title"]
+    names = verdict.declared_names("go", [test.read_text()])
+    assert {"TestPigLatin", "BenchmarkSentence", "Title", "spare"} <= names
+
+
+@pytest.mark.docker
+def test_a_go_solution_that_rewrites_the_tests_table_gains_nothing(
+    polyglot_sandbox: object, tmp_path: Path, record_property: Any
+) -> None:
+    """The tests share the solution's package: a wrong solution whose ``init`` sets every case's expected
+    value to its own answer (``testCases`` is the tests' table) scored 1.0. It builds only with the test
+    files, which is what the grader now checks first; it imports nothing the scan looks at."""
+    suite, task_id = _suite("go"), _task("go")
+    suite.prepare(task_id, tmp_path)
+    workspace = tmp_path / "workspace"
+    _solve(suite, task_id, workspace, BREAK["go"])
+    solution = workspace / "pig_latin.go"
+    solution.write_text(
+        solution.read_text() + "\nfunc init() {\n\tfor i := range testCases {\n"
+        "\t\ttestCases[i].expected = Sentence(testCases[i].input)\n\t}\n}\n"
+    )
+    result = suite.grade(task_id, workspace, polyglot_sandbox)  # type: ignore[arg-type]
+    record_property("outcome", f"score {result.score:.2f} flags {','.join(result.flags)}: {result.error}")
+    assert result.score == 0.0 and result.flags == ("tamper_suspect",), result
+    assert "the solution builds only with the test files, whose names it uses: testCases" in (
+        result.error or ""
+    )
+
+
+@pytest.mark.docker
+def test_a_java_solution_that_names_the_tests_classes_is_flagged(
+    polyglot_sandbox: object, tmp_path: Path, record_property: Any
+) -> None:
+    """Java's tests share the solution's (default) package and its build: a solution that reaches what a
+    test class declares (a table of expected values, where a test has one) compiles only with the tests.
+    The grader compiles ``src/main/java`` alone as well; the honest example compiles alone."""
+    suite, task_id = _suite("java"), _task("java")
+    suite.prepare(task_id, tmp_path)
+    workspace = tmp_path / "workspace"
+    _solve(suite, task_id, workspace, None)
+    solution = workspace / "src" / "main" / "java" / "KindergartenGarden.java"
+    source = solution.read_text()
+    named = source.replace(
+        "{", "{\n    static final String TESTS = KindergartenGardenTest.class.getSimpleName();", 1
+    )
+    assert scan.new_findings(source, named, "java") == []
+    solution.write_text(named)
+    result = suite.grade(task_id, workspace, polyglot_sandbox)  # type: ignore[arg-type]
+    record_property("outcome", f"score {result.score:.2f} flags {','.join(result.flags)}: {result.error}")
+    assert result.score == 0.0 and result.flags == ("tamper_suspect",), result
+    assert "builds only with the test files, whose names it uses: KindergartenGardenTest" in (
+        result.error or ""
+    )
 
 
 @pytest.mark.docker

@@ -171,10 +171,11 @@ def compiled_runs(work: str, spec: dict[str, Any]) -> list[Any]:
         return libtest.run_cargo_tests(work, spec["test"], timeout_s=spec["run_timeout"])
     if spec["language"] == "javascript":
         return jest.run_jest_tests(work, spec["test"], timeout_s=spec["run_timeout"])
+    allowed = spec.get("test_names") or []  # names of the tests' that the example solution uses too
     if spec["language"] == "java":
-        return junit.run_junit_tests(work, spec["test"], timeout_s=spec["run_timeout"])
+        return junit.run_junit_tests(work, spec["test"], timeout_s=spec["run_timeout"], allowed=allowed)
     if spec["language"] == "go":
-        return gotest.run_go_tests(work, timeout_s=spec["run_timeout"])
+        return gotest.run_go_tests(work, timeout_s=spec["run_timeout"], allowed=allowed)
     return catch2.run_catch2_tests(work, spec["name"], spec["test"][0], timeout_s=spec["run_timeout"])
 
 

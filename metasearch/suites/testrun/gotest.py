@@ -14,7 +14,10 @@ test binary's stdout, so printed lines (``\x16``-framed like test2json's own) ca
 they cannot change is the exit status, which a failing test makes 1. Ending the binary with 0, or keeping
 the tests from running, takes ``os``, ``flag``, ``testing``, ``runtime``, ``syscall`` or cgo, and the scan
 allows a Go solution only imports of pure computation (``scan.GO_PURE``), under whatever name they are
-imported (an alias or a dot import of ``os`` scored 1.0 on a wrong answer before).
+imported (an alias or a dot import of ``os`` scored 1.0 on a wrong answer before). The tests share the
+solution's package, so its code can name what they declare (an ``init`` that sets every case's expected
+value to what the solution returns scored 1.0 on a wrong answer): the solution is built alone first, and
+one that builds only with the tests is ``tamper_suspect``.
 """
 
 from __future__ import annotations
@@ -23,23 +26,37 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Collection
 
 from .channel import Run, guard_grader, kill_orphans
 from .libtest import run_process
+from .verdict import NAMES_TESTS, names_tests, tampered
 
 WARM_CACHE = "/opt/metasearch/go-cache"  # recipes.GO_WARM_CACHE in the polyglot image
 RESULT_LINE = re.compile(r"^\s*--- (PASS|FAIL|SKIP): (\S+) \(", re.M)
 FINAL_LINE = re.compile(r"^(ok|FAIL)\s+\S+", re.M)
 OUTCOME = {"pass": "passed", "fail": "failed", "skip": "skipped"}
+UNDEFINED = re.compile(r"undefined: (\w+)")
 LINE_OUTCOME = {"PASS": "passed", "FAIL": "failed", "SKIP": "skipped"}
 
 
-def run_go_tests(work: str, *, timeout_s: float) -> list[Run]:
-    """Run the package in ``work`` once; the two transcripts of that run."""
+def run_go_tests(work: str, *, timeout_s: float, allowed: Collection[str] = ()) -> list[Run]:
+    """Run the package in ``work`` once; the two transcripts of that run. ``allowed``: names the tests
+    declare that the exercise's example uses too (a helper the test file offers)."""
     guard_grader()
     cache = os.environ.get("GOCACHE")
     if cache and os.path.isdir(WARM_CACHE) and not os.path.exists(cache):
         shutil.copytree(WARM_CACHE, cache)  # the image's compiled standard packages, not rebuilt per run
+    # The solution alone, without the tests (``go build`` leaves ``_test.go`` files out), when its text holds
+    # a name the tests declare: code that uses one (rewrites their table's expected values from ``init``)
+    # builds only with them.
+    texts = {name: _text(os.path.join(work, name)) for name in os.listdir(work) if name.endswith(".go")}
+    tests = [text for name, text in texts.items() if name.endswith("_test.go")]
+    solution = [text for name, text in texts.items() if not name.endswith("_test.go")]
+    alone = ""
+    alone_code: int | None = 0
+    if names_tests("go", solution, tests, allowed):
+        alone, alone_code, _ = run_process(["go", "build", "."], work, timeout_s)
     command = ["go", "test", "-json", "-count=1", "."]
     out, code, timed_out = run_process(command, work, timeout_s)
     kill_orphans()
@@ -60,7 +77,16 @@ def run_go_tests(work: str, *, timeout_s: float) -> list[Run]:
         run.output = printed[-3000:]
     read_events(runs[0], events)
     read_lines(runs[1], printed)
+    if alone_code != 0 and any(event.get("Test") for event in events):  # built with the tests: it ran
+        named = sorted(set(UNDEFINED.findall(alone)) - set(allowed))
+        if named or not UNDEFINED.search(alone):
+            tampered(runs, f"{NAMES_TESTS}: {', '.join(named[:3]) or alone[-300:]}")
     return runs
+
+
+def _text(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
 
 
 def read_events(run: Run, events: list[dict]) -> None:

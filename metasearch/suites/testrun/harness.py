@@ -92,17 +92,18 @@ class Integrity:
     """Identities of the runner's callables, taken before candidate code runs; and the classes that claim
     to equal anything (an always-equal value passes every equality assertion), known before it runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, shape: Any) -> None:
         gc.disable()  # a class made per call lives until the next check instead of a collection
         self.equal_before = {id(cls) for cls in _always_equal_classes()}
-        self.snapshot = _shape.Snapshot(_PLACES[0])
+        self.shape = shape  # held here and by the audit hook only: no module global leads to it
+        self.snapshot = _shape.Snapshot(shape.places)
         self.tests: dict[str, types.ModuleType] = {}  # the test modules as the runner holds them
         self.reported = False
 
     def changed(self) -> list[str]:
         self.snapshot.take_new()
         found = self.snapshot.moved()
-        found += _SHAPE[0].check(self.tests)
+        found += self.shape.check(self.tests)
         for cls in _always_equal_classes():
             if id(cls) not in self.equal_before:
                 found.append(
@@ -367,8 +368,6 @@ def _inherited_lies(cls: Any) -> bool:
     return False
 
 
-_PLACES: list[Any] = []  # the one ``shape.Places`` of this run
-_SHAPE: list[Any] = []  # the one ``shape.Shape`` of this run
 _ROOT = [""]  # the folder under test: code defined in a file there (not a test file) is the candidate's
 _TESTS: set[str] = set()
 _TEST_TEXT: list[str] = []
@@ -447,20 +446,20 @@ REVEALERS = ("inspect.py", "traceback.py")  # stdlib modules that hand a caller'
 WATCH = "watched"
 
 
-def watch(channel: Channel, places: Any) -> None:
+def watch(channel: Channel, root: str, tests: frozenset[str], shape: Any) -> None:
     """Install an audit hook (for the life of the process: Python code cannot remove one) that reports, as
     ``tamper``, what the code under test does beyond computing: open a test or grader file, reach a frame
     (``sys._getframe``, a traceback's or generator's frame, a frame's code, directly or through ``inspect``
     or ``traceback``), compile code itself, make code or load it from bytes, change in place what is not its
     own (a library's or test's function's code or defaults, a module's or class's class, a class's bases),
     or start, signal or trace processes. The code under test is any code that is not the standard library,
-    a test, this harness or an installed package (``places``); an event is its doing when the nearest frame
+    a test, this harness or an installed package (``shape.Places``); an event is its doing when the nearest frame
     outside the standard library is its own (a test helper that inspects frames while the code under test
     is on the stack is the test's doing). Its state lives in this closure only."""
     busy = [False]
     reported: set[str] = set()
-    getframe, realpath, kind = sys._getframe, os.path.realpath, places.kind
-    root, tests, grader = places.root, places.tests, places.grader
+    places = _shape.Places(root, tests)  # its own: what it remembers lives in this closure only
+    getframe, realpath, kind, grader = sys._getframe, os.path.realpath, places.kind, places.grader
 
     def culprit(innermost_only: bool, imports: bool = True) -> bool:
         """Whether the nearest frame outside the standard library is the code under test's (the event's
@@ -497,7 +496,10 @@ def watch(channel: Channel, places: Any) -> None:
                 what = "compiled code itself"
             elif event in MADE_CODE and culprit(innermost_only=False, imports=False):
                 what = f"made code ({event})"
-            elif event in CHANGED and args[1] in IN_PLACE and not _own(args[0], kind):
+            elif event == "object.__getattr__" and args[1] == "__code__" and not _own(args[0], places, shape):
+                if culprit(innermost_only=True):
+                    what = f"read {_label(args[0])}.__code__"
+            elif event in CHANGED and args[1] in IN_PLACE and not _own(args[0], places, shape):
                 if culprit(innermost_only=False, imports=False):
                     what = f"set {_label(args[0])}.{args[1]}"
             elif event in WATCHED_PROCESS and culprit(innermost_only=False):
@@ -513,15 +515,15 @@ def watch(channel: Channel, places: Any) -> None:
     sys.addaudithook(hook)
 
 
-def _own(target: object, kind: Callable[[str], str]) -> bool:
-    """Whether what an in-place change is made to belongs to the code under test: its function, a class it
+def _own(target: object, places: Any, shape: Any) -> bool:
+    """Whether what is read or changed in place belongs to the code under test: its function, a class it
     made, its module, or any other object (an instance may change its own class)."""
     if isinstance(target, types.FunctionType):
-        return kind(target.__code__.co_filename) == _shape.CANDIDATE
+        return places.kind(target.__code__.co_filename) == _shape.CANDIDATE
     if isinstance(target, type):
-        return not _SHAPE[0].trusted_class(target)
+        return not shape.trusted_class(target)
     if isinstance(target, types.ModuleType):
-        return _PLACES[0].of_module(target) == _shape.CANDIDATE
+        return places.of_module(target) == _shape.CANDIDATE
     return True
 
 
@@ -534,12 +536,12 @@ def _label(target: object) -> str:
 class Reporter:
     """A pytest plugin object: streams collection, each phase's report and the end of the session."""
 
-    def __init__(self, channel: Channel) -> None:
-        self.channel = channel
+    def __init__(self, channel: Channel, shape: Any) -> None:
+        self.channel, self.shape = channel, shape
         self.integrity: Integrity | None = None
 
     def pytest_sessionstart(self, session: object) -> None:
-        self.integrity = Integrity()
+        self.integrity = Integrity(self.shape)
 
     def pytest_collectreport(self, report: types.SimpleNamespace) -> None:
         if report.outcome == "failed":
@@ -567,7 +569,7 @@ class Reporter:
         self.channel.send({"t": "end", "exitstatus": int(exitstatus)})
 
 
-def run_pytest(channel: Channel, root: str, files: list[str], collect_only: bool) -> int:
+def run_pytest(channel: Channel, root: str, files: list[str], collect_only: bool, shape: Any) -> int:
     import pytest
 
     sys.path.append(root)
@@ -579,10 +581,10 @@ def run_pytest(channel: Channel, root: str, files: list[str], collect_only: bool
             f.write("[pytest]\naddopts =\n")
         args = ["-q", "-p", "no:cacheprovider", "-c", ini, "--rootdir", root, "--confcutdir", root]
         args += ["--collect-only"] if collect_only else []
-        return int(pytest.main([*args, *files], plugins=[Reporter(channel)]))
+        return int(pytest.main([*args, *files], plugins=[Reporter(channel, shape)]))
 
 
-def run_direct(channel: Channel, root: str, files: list[str]) -> int:
+def run_direct(channel: Channel, root: str, files: list[str], shape: Any) -> int:
     import unittest
 
     with contextlib.suppress(ImportError):  # watched from the start when the tests use it (pytest.raises)
@@ -592,7 +594,7 @@ def run_direct(channel: Channel, root: str, files: list[str]) -> int:
         with open(os.path.join(root, rel), encoding="utf-8") as f:
             sources[rel] = f.read()
     sys.path.append(root)
-    integrity = Integrity()
+    integrity = Integrity(shape)
     tests: list[tuple[str, Any]] = []
     for rel, source in sources.items():
         path = os.path.join(root, rel)
@@ -690,13 +692,12 @@ def main(argv: list[str]) -> int:
         with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as f:
             sources[path] = f.read()
     _TEST_TEXT.extend(sources.values())
-    _PLACES.append(_shape.Places(_ROOT[0], frozenset(_TESTS)))
-    _SHAPE.append(_shape.Shape(_PLACES[0], sources))  # imports what the tests import from libraries
+    shape = _shape.Shape(_shape.Places(_ROOT[0], frozenset(_TESTS)), sources)  # imports the tests' libraries
     if mode != "collect":  # candidate code runs from here on
-        watch(channel, _PLACES[0])
+        watch(channel, _ROOT[0], frozenset(_TESTS), shape)
     if mode == "direct":
-        return run_direct(channel, root, files)
-    return run_pytest(channel, root, files, collect_only=mode == "collect")
+        return run_direct(channel, root, files, shape)
+    return run_pytest(channel, root, files, collect_only=mode == "collect", shape=shape)
 
 
 if __name__ == "__main__":

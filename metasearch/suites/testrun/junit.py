@@ -2,7 +2,8 @@
 
 No Gradle (its wrapper downloads Gradle): the pristine test files lose their ``@Disabled`` lines (Aider's
 edit), ``javac`` compiles ``src/main/java`` and ``src/test/java`` into a directory the grader made outside
-the exercise folder, against the JUnit 5 and AssertJ jars in ``JARS`` (Debian's ``junit5`` and
+the exercise folder (and ``src/main/java`` once more alone: a solution that builds only with the tests
+names what they declare, ``tamper_suspect``), against the JUnit 5 and AssertJ jars in ``JARS`` (Debian's ``junit5`` and
 ``libassertj-core-java``: ``REQUIRED``), then ``junit-platform-console-standalone.jar`` runs the test classes
 (selected by name, one per test file) once with ``--details=tree --reports-dir=<grader dir>``. The run
 becomes two ``channel.Run`` transcripts for ``verdict.judge``: ``junit-tree`` from its tree on stdout
@@ -36,6 +37,7 @@ import os
 import re
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Collection
 
 from . import verdict
 from .channel import Run, guard_grader, kill_orphans
@@ -53,10 +55,18 @@ REQUIRED = (*COMPILE, "assertj-core", "junit-platform-console-standalone", "asm"
 GUARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "EqualityGuard.java")
 TREE_LINE = re.compile(r"^([│ ]*)[├└]─ (.+?)(?: \d+ ms)? ([✔✘■↷])(?: .*)?$")  # slow tests show their time
 TREE_OUTCOME = {"✔": "passed", "✘": "failed", "■": "failed", "↷": "skipped"}
+MISSING_SYMBOL = re.compile(r"symbol:\s+(?:class|variable|method)\s+(\w+)")
 SUMMARY = re.compile(r"^\[\s+(\d+) (tests|containers) (found|skipped|aborted|successful|failed)\s+\]$", re.M)
 
 
-def run_junit_tests(work: str, test_files: list[str], *, timeout_s: float, jars: str = JARS) -> list[Run]:
+def run_junit_tests(
+    work: str,
+    test_files: list[str],
+    *,
+    timeout_s: float,
+    jars: str = JARS,
+    allowed: Collection[str] = (),
+) -> list[Run]:
     """Build the exercise in ``work`` and run its test classes; the two transcripts of that run."""
     guard_grader()
     xml, tree = Run("junit-xml"), Run("junit-tree")
@@ -87,6 +97,15 @@ def run_junit_tests(work: str, test_files: list[str], *, timeout_s: float, jars:
         for run in (xml, tree):
             run.output, run.exit_code, run.timed_out = out[-3000:], code, timed_out
         return [tree, xml]  # no end record: it did not compile
+    main = [p for p in sources if "/src/main/java/" in p]  # the solution alone, when its text names a test's
+    alone_out = ""
+    alone_code: int | None = 0
+    if main and verdict.names_tests("java", map(_text, main), map(_text, set(sources) - set(main)), allowed):
+        alone = ["javac", "-encoding", "UTF-8", "-d", os.path.join(own, "alone"), "-cp", compile_path, *main]
+        alone_out, alone_code, _ = run_process(alone, work, timeout_s)
+    named = sorted(set(MISSING_SYMBOL.findall(alone_out)) - set(allowed))
+    if alone_code != 0 and (named or not MISSING_SYMBOL.search(alone_out)):
+        verdict.tampered((xml, tree), f"{verdict.NAMES_TESTS}: {', '.join(named[:3]) or alone_out[-300:]}")
     agent, out = _agent(own, jar["asm"], work, timeout_s)
     if agent is None:
         for run in (xml, tree):
@@ -123,6 +142,11 @@ def _agent(own: str, asm: str, work: str, timeout_s: float) -> tuple[str | None,
         ["jar", "--create", f"--file={jar}", f"--manifest={manifest}", "-C", classes, "."], work, timeout_s
     )
     return (jar if code == 0 else None), out
+
+
+def _text(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
 
 
 def class_name(rel: str) -> str:

@@ -220,6 +220,7 @@ class Shape:
         self.before: list[type] = _all_classes()  # alive, so their ids stay theirs
         self.known = {id(cls) for cls in self.before}
         self.made: dict[int, tuple[type, str, str]] = {}  # id -> (class, file or kind, qualname)
+        self.born: list[tuple[type, Any]] = []  # (class, body code) of each class statement since
         self.held: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(module or class) -> (it, names)
         self.builtin_names = frozenset(vars(builtins))
         self.hooks = {id(hook) for hook in (*sys.meta_path, *sys.path_hooks)}
@@ -249,25 +250,36 @@ class Shape:
             return _MISSING
 
     def _wrap_build_class(self) -> None:
-        original, made, kind = builtins.__build_class__, self.made, self.places.kind
+        """Record every class statement's class and body code; whose it is, is decided at the next check.
+        The wrapper's closure, which any code can reach, holds nothing but that list: a record forged into
+        it needs a code object of a test's or a library's, and reading one is what the audit hook reports."""
+        original, born = builtins.__build_class__, self.born
 
         def build_class(func: Any, name: str, *bases: Any, **keywords: Any) -> Any:
             cls = original(func, name, *bases, **keywords)
-            code = getattr(func, "__code__", None)
-            if isinstance(cls, type) and code is not None:
-                where = kind(code.co_filename)
-                if where != CANDIDATE:
-                    path = os.path.realpath(code.co_filename) if where == TEST else where
-                    made[id(cls)] = (cls, path, getattr(code, "co_qualname", name))
+            if isinstance(cls, type) and type(func) is types.FunctionType:
+                born.append((cls, func.__code__))  # a code object: reading one is what the audit hook reports
             return cls
 
         builtins.__build_class__ = build_class  # type: ignore[assignment]
 
+    def _sort_born(self) -> None:
+        """Classes made by class statements outside the code under test (with the test file's path, for a
+        test's) join ``made``; the code under test's are dropped."""
+        while self.born:
+            cls, code = self.born.pop()
+            where = self.places.kind(code.co_filename) if type(code) is types.CodeType else CANDIDATE
+            if where != CANDIDATE:
+                path = os.path.realpath(code.co_filename) if where == TEST else where
+                self.made[id(cls)] = (cls, path, getattr(code, "co_qualname", cls.__name__))
+
     def trusted_class(self, cls: Any) -> bool:
         """Existed before the code under test ran, or made by a class statement outside it."""
+        self._sort_born()
         return id(cls) in self.known or id(cls) in self.made
 
     def check(self, modules: dict[str, types.ModuleType]) -> list[str]:
+        self._sort_born()
         found: list[str] = []
         for path, module in modules.items():
             outline = self.outlines.get(path)

@@ -36,6 +36,15 @@ WATCHED = "watched"  # harness.WATCH: what the audit hook saw the code under tes
 SHAPE = "tests changed"  # shape.SHAPE: a test module's names or a test class changed, or an import hook
 INCONSISTENT = "inconsistent_results"
 MODES = ("pytest", "direct")
+NAMES_TESTS = "the solution builds only with the test files, whose names it uses"  # Go, Java
+# What a test file declares that code of the same package or build can name (Go and Java share both):
+# package-level functions, variables, constants and types (and the names in a ``var (...)`` block); classes.
+TEST_DECLARATIONS = {
+    "go": re.compile(r"^(?:func|var|const|type)\s+(\w+)|^(?:var|const|type)\s*\(([^)]*)^\)", re.M | re.S),
+    "java": re.compile(r"\b(?:class|interface|enum|record)\s+(\w+)()"),
+}
+BLOCK_NAME = re.compile(r"^\t(\w+)", re.M)  # one name per line of a Go declaration block
+JAVA_ESCAPE = re.compile(r"\\u+([0-9a-fA-F]{4})")
 FAILURE_OUTPUT = 1200  # characters of the pytest run's output kept in a failure's reason
 
 
@@ -166,6 +175,26 @@ def changed_tests(root: str, tests: dict[str, bytes]) -> str | None:
             if f.read() != content:
                 return rel
     return None
+
+
+def declared_names(language: str, texts: Iterable[str]) -> set[str]:
+    """The names the test files (their texts) declare for code of the same package or build to use."""
+    found: set[str] = set()
+    for text in texts:
+        for name, block in TEST_DECLARATIONS[language].findall(text):
+            found.update([name] if name else BLOCK_NAME.findall(block))
+    return found
+
+
+def names_tests(language: str, solution: Iterable[str], tests: Iterable[str], allowed: Iterable[str]) -> bool:
+    """Whether the solution's text holds a name the tests declare, other than ``allowed`` (which only a
+    build of the solution alone can tell apart from a word that names something of its own)."""
+    words = {w for text in solution for w in re.findall(r"\w+", JAVA_ESCAPE.sub(_unescape, text))}
+    return bool((declared_names(language, tests) - set(allowed)) & words)
+
+
+def _unescape(match: re.Match[str]) -> str:
+    return chr(int(match.group(1), 16))
 
 
 def tampered(runs: Iterable[Run], what: str) -> None:
