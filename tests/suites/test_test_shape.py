@@ -247,6 +247,21 @@ class ThingTest(Mixin, Base):
 
 def test_plain_function():
     assert make(5) == 5
+
+
+def _made_test(given):
+    def test(self):
+        self.assertEqual(make(given), given)
+
+    return test
+
+
+class MadeTest(unittest.TestCase):
+    pass
+
+
+for _given in (7, 8):
+    setattr(MadeTest, f"test_made_{_given}", _made_test(_given))
 """
 HONEST_SOLUTION = """import collections
 import dataclasses
@@ -325,5 +340,5 @@ def test_honest_tests_and_solutions_that_use_the_same_machinery_are_not_flagged(
     outcomes = {r["id"].rsplit("::", 1)[-1]: r["outcome"] for r in run.records if r.get("phase") == "call"}
     assert outcomes.pop("test_skipped") == "skipped"
     assert outcomes.pop("test_expected_to_fail") in ("skipped", "passed")  # xfail: pytest's "skipped"
-    assert set(outcomes.values()) == {"passed"} and len(outcomes) == 8, outcomes
+    assert set(outcomes.values()) == {"passed"} and len(outcomes) == 10, outcomes
     assert run.records[-1] == {"t": "end", "exitstatus": 0}, run.records[-1]

@@ -29,8 +29,10 @@ candidate code runs, which reports the code under test opening a test or grader 
 compiling or making code itself, changing in place a function, class or module that is not its own
 (``__code__``, ``__defaults__``, ``__class__``, ``__bases__``), or starting, signalling or tracing
 processes. The session ends with an ``end`` record; a run without it ended early. Residual risk: the
-candidate shares this process, so code that finds the channel's fd and nonce in memory, and forges the
-other harness the same way, can still lie; the static scan (``scan.py``) flags the routes to doing that.
+candidate shares this process, so code that finds the channel's fd and nonce in memory, or this module's
+state (its caches, the ``Shape`` and ``Snapshot`` the checks compare with: only the audit hook's closure is
+beyond Python code's reach), and forges the other harness the same way, can still lie; the static scan
+(``scan.py``) flags the routes to doing that.
 """
 
 from __future__ import annotations
@@ -497,7 +499,7 @@ def watch(channel: Channel, root: str, tests: frozenset[str], shape: Any) -> Non
             elif event in MADE_CODE and culprit(innermost_only=False, imports=False):
                 what = f"made code ({event})"
             elif event == "object.__getattr__" and args[1] == "__code__" and not _own(args[0], places, shape):
-                if culprit(innermost_only=True):
+                if culprit(innermost_only=True, imports=False):  # (a library reading one as it loads)
                     what = f"read {_label(args[0])}.__code__"
             elif event in CHANGED and args[1] in IN_PLACE and not _own(args[0], places, shape):
                 if culprit(innermost_only=False, imports=False):

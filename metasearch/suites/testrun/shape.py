@@ -344,7 +344,7 @@ class Shape:
             return found + [
                 f"{qualname}.{name} was put into a test class"
                 for name, value in space.items()
-                if name not in guarded and self._guarded(cls, name, value)
+                if name not in guarded and self._guarded(cls, name, value) and not self._test_code(value)
             ]
         found = [
             f"{qualname} is built on {getattr(base, '__qualname__', base)!s}, which the code under test made"
@@ -359,8 +359,15 @@ class Shape:
                     found.append(f"{qualname}.{name} is not the method the test file defines")
             elif not self._guarded(cls, name, value):
                 continue
-            elif body is not None and name not in body.names and not body.decorated:
-                found.append(f"{qualname}.{name} was put into a test class")
+            elif (
+                body is not None
+                and name not in body.names
+                and not body.decorated
+                and not self._test_code(value)
+            ):
+                found.append(
+                    f"{qualname}.{name} was put into a test class"
+                )  # (a test file's loop may make tests)
             guarded[name] = value
         self.held[key] = (cls, guarded)
         return found
@@ -373,6 +380,12 @@ class Shape:
         if name.startswith("test"):
             return True
         return any(callable(vars(base).get(name)) for base in cls.__mro__[1:])
+
+    def _test_code(self, value: Any) -> bool:
+        """A function (or static or class method) compiled from a test file."""
+        if type(value) in (staticmethod, classmethod):
+            value = value.__func__
+        return type(value) is types.FunctionType and self.places.kind(value.__code__.co_filename) == TEST
 
     def _defined_here(self, value: Any, path: str, qualname: str, wrapped: bool) -> bool:
         """Whether ``value`` is the function compiled from ``path`` under ``qualname``: itself, or through
