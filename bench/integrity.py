@@ -64,11 +64,8 @@ CASES = {
     "polyglot Python (what the tests are made of)": (
         "tests/suites/test_test_shape.py::test_changing_what_the_tests_are_made_of_gains_nothing_in_polyglot"
     ),
-    "polyglot (Go, the tests' table, polyglot image)": (
-        "tests/suites/test_polyglot_real.py::test_a_go_solution_that_rewrites_the_tests_table_gains_nothing"
-    ),
-    "polyglot (Java, the tests' names, polyglot image)": (
-        "tests/suites/test_polyglot_real.py::test_a_java_solution_that_names_the_tests_classes_is_flagged"
+    "polyglot (Go, Java: the tests' names, polyglot image)": (
+        "tests/suites/test_polyglot_real.py::test_a_solution_that_names_what_the_tests_declare_gains_nothing"
     ),
     "sandbox / study": "tests/sandboxes/test_hostile.py::test_hostile_case",
     "code-edit (other tasks' tests)": (

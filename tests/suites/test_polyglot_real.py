@@ -252,52 +252,52 @@ def test_the_names_of_the_tests_an_example_uses_are_allowed(tmp_path: Path) -> N
     assert {"TestPigLatin", "BenchmarkSentence", "Title", "spare"} <= names
 
 
-@pytest.mark.docker
-def test_a_go_solution_that_rewrites_the_tests_table_gains_nothing(
-    polyglot_sandbox: object, tmp_path: Path, record_property: Any
-) -> None:
-    """The tests share the solution's package: a wrong solution whose ``init`` sets every case's expected
-    value to its own answer (``testCases`` is the tests' table) scored 1.0. It builds only with the test
-    files, which is what the grader now checks first; it imports nothing the scan looks at."""
-    suite, task_id = _suite("go"), _task("go")
-    suite.prepare(task_id, tmp_path)
-    workspace = tmp_path / "workspace"
-    _solve(suite, task_id, workspace, BREAK["go"])
-    solution = workspace / "pig_latin.go"
-    solution.write_text(
-        solution.read_text() + "\nfunc init() {\n\tfor i := range testCases {\n"
-        "\t\ttestCases[i].expected = Sentence(testCases[i].input)\n\t}\n}\n"
-    )
-    result = suite.grade(task_id, workspace, polyglot_sandbox)  # type: ignore[arg-type]
-    record_property("outcome", f"score {result.score:.2f} flags {','.join(result.flags)}: {result.error}")
-    assert result.score == 0.0 and result.flags == ("tamper_suspect",), result
-    assert "the solution builds only with the test files, whose names it uses: testCases" in (
-        result.error or ""
-    )
+# A solution that names what the tests declare (they share its package and build), per language: the
+# edit to a solution (the wrong one for Go, where it gains: 1.0 before; the example for Java) and the name.
+NAMING_THE_TESTS = {
+    "go": (
+        "pig_latin.go",
+        BREAK["go"],
+        lambda text: (
+            text + "\nfunc init() {\n\tfor i := range testCases {\n"
+            "\t\ttestCases[i].expected = Sentence(testCases[i].input)\n\t}\n}\n"
+        ),
+        "testCases",
+    ),
+    "java": (
+        "src/main/java/KindergartenGarden.java",
+        None,
+        lambda text: text.replace(
+            "{", "{\n    static final String TESTS = KindergartenGardenTest.class.getSimpleName();", 1
+        ),
+        "KindergartenGardenTest",
+    ),
+}
 
 
 @pytest.mark.docker
-def test_a_java_solution_that_names_the_tests_classes_is_flagged(
-    polyglot_sandbox: object, tmp_path: Path, record_property: Any
+@pytest.mark.parametrize("language", sorted(NAMING_THE_TESTS))
+def test_a_solution_that_names_what_the_tests_declare_gains_nothing(
+    language: str, polyglot_sandbox: object, tmp_path: Path, record_property: Any
 ) -> None:
-    """Java's tests share the solution's (default) package and its build: a solution that reaches what a
-    test class declares (a table of expected values, where a test has one) compiles only with the tests.
-    The grader compiles ``src/main/java`` alone as well; the honest example compiles alone."""
-    suite, task_id = _suite("java"), _task("java")
+    """Go's tests share the solution's package, Java's its build: a wrong Go solution whose ``init`` sets
+    every case's expected value to its own answer (``testCases`` is the tests' table) scored 1.0, and a
+    Java solution can reach a test class the same way. Neither names anything the scan looks at. The
+    grader builds the solution alone as well when its text holds a name the tests declare; one that
+    builds only with the tests is flagged (the honest examples build alone)."""
+    rel, edit, change, name = NAMING_THE_TESTS[language]
+    suite, task_id = _suite(language), _task(language)
     suite.prepare(task_id, tmp_path)
     workspace = tmp_path / "workspace"
-    _solve(suite, task_id, workspace, None)
-    solution = workspace / "src" / "main" / "java" / "KindergartenGarden.java"
-    source = solution.read_text()
-    named = source.replace(
-        "{", "{\n    static final String TESTS = KindergartenGardenTest.class.getSimpleName();", 1
-    )
-    assert scan.new_findings(source, named, "java") == []
-    solution.write_text(named)
+    _solve(suite, task_id, workspace, edit)
+    solution = workspace / rel
+    before = solution.read_text()
+    solution.write_text(change(before))
+    assert scan.new_findings(before, change(before), language) == []
     result = suite.grade(task_id, workspace, polyglot_sandbox)  # type: ignore[arg-type]
     record_property("outcome", f"score {result.score:.2f} flags {','.join(result.flags)}: {result.error}")
     assert result.score == 0.0 and result.flags == ("tamper_suspect",), result
-    assert "builds only with the test files, whose names it uses: KindergartenGardenTest" in (
+    assert f"the solution builds only with the test files, whose names it uses: {name}" in (
         result.error or ""
     )
 

@@ -125,15 +125,7 @@ def _always_equal_classes() -> list[Any]:
     subtraction ignores its operand (``_ignores_operand``), or whose inherited comparison says so
     (``_inherited_lies``, ``_watch``)."""
     found: list[Any] = []
-    seen: set[int] = set()
-    todo: list[Any] = [object]
-    while todo:
-        cls = todo.pop()
-        if id(cls) in seen:
-            continue
-        seen.add(id(cls))
-        with contextlib.suppress(Exception):
-            todo += type.__subclasses__(cls)
+    for cls in _shape.all_classes():
         own = cls.__dict__
         # asked once per class and comparison (classes live on: the collector is off); a comparison
         # attached later is asked anew, and so is a class of the code under test whose members change

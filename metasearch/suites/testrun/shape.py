@@ -217,7 +217,7 @@ class Shape:
                     found = self._library_object(module, attribute)
                     if found is not _MISSING:
                         self.expected[(path, name)] = found
-        self.before: list[type] = _all_classes()  # alive, so their ids stay theirs
+        self.before: list[type] = all_classes()  # alive, so their ids stay theirs
         self.known = {id(cls) for cls in self.before}
         self.made: dict[int, tuple[type, str, str]] = {}  # id -> (class, file or kind, qualname)
         self.born: list[tuple[type, Any]] = []  # (class, body code) of each class statement since
@@ -416,7 +416,8 @@ def _changed(label: str, holder: Any, names: dict[str, Any]) -> list[str]:
     ]
 
 
-def _all_classes() -> list[type]:
+def all_classes() -> list[type]:
+    """Every live class, from ``object`` down."""
     found: list[type] = []
     seen: set[int] = set()
     todo: list[type] = [object]
@@ -428,6 +429,6 @@ def _all_classes() -> list[type]:
         found.append(cls)
         try:
             todo += type.__subclasses__(cls)
-        except TypeError:
+        except Exception:  # a metaclass whose __subclasses__ breaks
             continue
     return found
