@@ -48,6 +48,16 @@ ATTACKS = [
         "set unittest.case.TestCase.assertIs.__code__",
     ),
     Attack(
+        "rebinds the grader's own names first (whose code is whose), then swaps an assertion's code",
+        HIDE + MODULES + "for _n in ('_ms_sh' 'ape', '__ma' 'in__'):\n    _g = _mods.get(_n)\n"
+        "    for _k in ('CANDI' 'DATE', 'TE' 'ST'):\n        if hasattr(_g, _k):\n            setattr(_g, _k, 'std')\n"
+        "    if hasattr(_g, '_ow' 'n'):\n        setattr(_g, '_ow' 'n', lambda *a, **k: True)\n\n\n"
+        "def _nothing(self, *a, **k):\n    pass\n\n\n"
+        "setattr(getattr(_mods['unitt' 'est'].TestCase, 'assertIs'), '__co' 'de__', getattr(_nothing, '__co' 'de__'))\n",
+        "set unittest.case.TestCase.assertIs.__code__",
+        "set unittest.case.TestCase.assertIs.__code__",
+    ),
+    Attack(
         "widens an assertion's default tolerance in place",
         HIDE + MODULES + "setattr(getattr(_mods['unitt' 'est'].TestCase, 'assertAlmostEqual'), "
         "'__defa' 'ults__', (None, None, 1e300))\n",

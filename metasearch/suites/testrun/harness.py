@@ -454,6 +454,11 @@ def watch(channel: Channel, root: str, tests: frozenset[str], shape: Any) -> Non
     reported: set[str] = set()
     places = _shape.Places(root, tests)  # its own: what it remembers lives in this closure only
     getframe, realpath, kind, grader = sys._getframe, os.path.realpath, places.kind, places.grader
+    # taken now: a module-level name rebound later (ours or a library's) does not change what this sees
+    std, candidate, own, label, send = _shape.STD, _shape.CANDIDATE, _own, _label, channel.send
+    revealers, importing, frame_attrs, process = REVEALERS, IMPORTING, FRAME_ATTRS, WATCHED_PROCESS
+    made_code, changed, in_place, watched = MADE_CODE, CHANGED, IN_PLACE, WATCH
+    relpath, fsdecode, path_like = os.path.relpath, os.fsdecode, os.PathLike
 
     def culprit(innermost_only: bool, imports: bool = True) -> bool:
         """Whether the nearest frame outside the standard library is the code under test's (the event's
@@ -464,11 +469,11 @@ def watch(channel: Channel, root: str, tests: frozenset[str], shape: Any) -> Non
         while frame is not None:
             name = frame.f_code.co_filename
             found = kind(name)
-            if found != _shape.STD:
-                return found == _shape.CANDIDATE
-            if innermost_only and first and not name.endswith(REVEALERS):
+            if found != std:
+                return found == candidate
+            if innermost_only and first and not name.endswith(revealers):
                 return False  # a library's own use of its caller's frame (namedtuple, enum, logging)
-            if not imports and name.startswith(IMPORTING):
+            if not imports and name.startswith(importing):
                 return False
             first, frame = False, frame.f_back
         return False
@@ -479,28 +484,28 @@ def watch(channel: Channel, root: str, tests: frozenset[str], shape: Any) -> Non
         what = None
         busy[0] = True
         try:
-            if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
-                path = realpath(os.fsdecode(args[0]))
+            if event == "open" and isinstance(args[0], (str, bytes, path_like)):
+                path = realpath(fsdecode(args[0]))
                 if (path in tests or path.startswith(grader)) and culprit(innermost_only=False):
-                    what = f"opened {os.path.relpath(path, root) if path in tests else path}"
-            elif (event == "object.__getattr__" and args[1] in FRAME_ATTRS) or event == "sys._getframe":
+                    what = f"opened {relpath(path, root) if path in tests else path}"
+            elif (event == "object.__getattr__" and args[1] in frame_attrs) or event == "sys._getframe":
                 if culprit(innermost_only=True):
                     what = f"reached a frame ({args[1] if event == 'object.__getattr__' else event})"
             elif event == "compile" and culprit(innermost_only=True):
                 what = "compiled code itself"
-            elif event in MADE_CODE and culprit(innermost_only=False, imports=False):
+            elif event in made_code and culprit(innermost_only=False, imports=False):
                 what = f"made code ({event})"
-            elif event == "object.__getattr__" and args[1] == "__code__" and not _own(args[0], places, shape):
+            elif event == "object.__getattr__" and args[1] == "__code__" and not own(args[0], places, shape):
                 if culprit(innermost_only=True, imports=False):  # (a library reading one as it loads)
-                    what = f"read {_label(args[0])}.__code__"
-            elif event in CHANGED and args[1] in IN_PLACE and not _own(args[0], places, shape):
+                    what = f"read {label(args[0])}.__code__"
+            elif event in changed and args[1] in in_place and not own(args[0], places, shape):
                 if culprit(innermost_only=False, imports=False):
-                    what = f"set {_label(args[0])}.{args[1]}"
-            elif event in WATCHED_PROCESS and culprit(innermost_only=False):
+                    what = f"set {label(args[0])}.{args[1]}"
+            elif event in process and culprit(innermost_only=False):
                 what = event
             if what and what not in reported and len(reported) < 5:
                 reported.add(what)
-                channel.send({"t": "tamper", "what": [f"{WATCH}: the code under test {what}"]})
+                send({"t": "tamper", "what": [f"{watched}: the code under test {what}"]})
         except Exception:  # the hook must never break the run it watches
             pass
         finally:
@@ -509,15 +514,22 @@ def watch(channel: Channel, root: str, tests: frozenset[str], shape: Any) -> Non
     sys.addaudithook(hook)
 
 
-def _own(target: object, places: Any, shape: Any) -> bool:
+def _own(
+    target: object,
+    places: Any,
+    shape: Any,
+    _kinds: tuple[type, type, type] = (types.FunctionType, type, types.ModuleType),
+    _candidate: str = _shape.CANDIDATE,
+) -> bool:
     """Whether what is read or changed in place belongs to the code under test: its function, a class it
     made, its module, or any other object (an instance may change its own class)."""
-    if isinstance(target, types.FunctionType):
-        return places.kind(target.__code__.co_filename) == _shape.CANDIDATE
-    if isinstance(target, type):
+    function, cls, module = _kinds
+    if isinstance(target, function):
+        return places.kind(target.__code__.co_filename) == _candidate  # type: ignore[attr-defined]
+    if isinstance(target, cls):
         return not shape.trusted_class(target)
-    if isinstance(target, types.ModuleType):
-        return places.of_module(target) == _shape.CANDIDATE
+    if isinstance(target, module):
+        return places.of_module(target) == _candidate
     return True
 
 

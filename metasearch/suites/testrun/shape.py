@@ -52,7 +52,8 @@ DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 class Places:
-    """Whose a file is, remembered per file name."""
+    """Whose a file is, remembered per file name. What it needs is taken when it is made, so that a
+    module-level name rebound later (this module's ``CANDIDATE``, ``os.path.realpath``) changes nothing."""
 
     def __init__(self, root: str, tests: frozenset[str]) -> None:
         self.root, self.tests = root, tests
@@ -61,18 +62,24 @@ class Places:
         prefixes = {os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
         self.installed = tuple(prefixes)
         self.kinds: dict[str, str] = {}
+        self._realpath, self._isabs, self._kinds = (
+            os.path.realpath,
+            os.path.isabs,
+            (STD, TEST, TRUSTED, CANDIDATE),
+        )
 
     def kind(self, filename: str) -> str:
         """``std``, ``trusted`` (an installed package, this grader), ``test`` or ``candidate``: any other
         file, and code compiled from a string."""
         found = self.kinds.get(filename)
         if found is None:
-            path = os.path.realpath(filename) if os.path.isabs(filename) else filename
+            std, test, trusted, candidate = self._kinds
+            path = self._realpath(filename) if self._isabs(filename) else filename
             found = (
-                STD if path.startswith(self.stdlib) or filename.startswith("<frozen")
-                else TEST if path in self.tests
-                else TRUSTED if path.startswith((self.grader, *self.installed))
-                else CANDIDATE
+                std if path.startswith(self.stdlib) or filename.startswith("<frozen")
+                else test if path in self.tests
+                else trusted if path.startswith((self.grader, *self.installed))
+                else candidate
             )  # fmt: skip
             self.kinds[filename] = found
         return found
@@ -82,7 +89,7 @@ class Places:
         if not isinstance(where, str):
             paths = getattr(module, "__path__", None)
             where = next(iter(paths), None) if isinstance(paths, list) else None
-        return STD if not isinstance(where, str) else self.kind(where)  # built in, or frozen
+        return self._kinds[0] if not isinstance(where, str) else self.kind(where)  # built in, or frozen
 
 
 class Snapshot:
