@@ -30,15 +30,17 @@ compiling or making code itself, changing in place a function, class or module t
 (``__code__``, ``__defaults__``, ``__class__``, ``__bases__``), or starting, signalling or tracing
 processes. The session ends with an ``end`` record; a run without it ended early. Residual risk: the
 candidate shares this process, so code that finds the channel's fd and nonce in memory, or this module's
-state (its caches, the ``Shape`` and ``Snapshot`` the checks compare with: only the audit hook's closure is
-beyond Python code's reach), and forges the other harness the same way, can still lie; the static scan
-(``scan.py``) flags the routes to doing that.
+mutable state (``_PROBED``, ``_CAUGHT``, ``_ASKING``; the ``Shape`` and ``Snapshot`` in the pytest run; only
+the audit hook's closure is beyond Python code's reach: every name of this module is held, so rebinding one
+is reported), and forges the other harness the same way, can still lie; the static scan (``scan.py``)
+flags the routes to doing that.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import gc
 import json
 import os
@@ -236,11 +238,9 @@ def _inherits_comparison(cls: Any) -> bool:
     if not any(_inherited(cls, n) is not None for n in ("__eq__", "__ne__")):
         return False
     name = str(getattr(cls, "__module__", "") or "")
-    if name not in _UNDER_TEST:
-        where = str(getattr(sys.modules.get(name), "__file__", "") or "")
-        _UNDER_TEST[name] = bool(where) and not _outside_root(where) and not _in_tests(where)
+    where = str(getattr(sys.modules.get(name), "__file__", "") or "")
     # its module's file, or (a class can name any module) the code of its own methods
-    return _UNDER_TEST[name] or any(_code_under_test(member) for member in list(own.values()))
+    return _file_under_test(where) or any(_code_under_test(member) for member in list(own.values()))
 
 
 def _code_under_test(member: object) -> bool:
@@ -362,11 +362,12 @@ def _inherited_lies(cls: Any) -> bool:
     return False
 
 
-_ROOT = [""]  # the folder under test: code defined in a file there (not a test file) is the candidate's
-_TESTS: set[str] = set()
-_TEST_TEXT: list[str] = []
-_OUTSIDE: dict[str, bool] = {}  # path -> outside the folder under test
-_UNDER_TEST: dict[str, bool] = {}  # module name -> defined in a file of the code under test
+# Set once by ``main`` before any candidate code runs, immutable, and held by name in the snapshot (this
+# module's every name is): code that rebinds one to pass as the tests' is reported; what is remembered per
+# path lives in ``functools.lru_cache``s, whose entries no Python code can write.
+_ROOT = ""  # the folder under test: code defined in a file there (not a test file) is the candidate's
+_TESTS: frozenset[str] = frozenset()
+_TEST_TEXT: tuple[str, ...] = ()
 # what an instance answers that an assertion takes at its word: "equal" (==, !=), "contains" (assertIn)
 _LIES = (("__eq__", True), ("__ne__", False), ("__contains__", True))
 _OPPOSITES = (("__lt__", "__gt__"), ("__le__", "__ge__"))  # never both true of one value and another
@@ -417,13 +418,19 @@ def _in_tests(filename: str) -> bool:
 
 def _outside_root(filename: str) -> bool:
     """An absolute path outside the folder under test (code compiled from a string has no such path);
-    remembered per path once the folder is known (every check asks about every class)."""
-    known = _OUTSIDE.get(filename) if _ROOT[0] else None
-    if known is None:
-        known = os.path.isabs(filename) and not os.path.realpath(filename).startswith(_ROOT[0] + os.sep)
-        if _ROOT[0]:
-            _OUTSIDE[filename] = known
-    return known
+    remembered per path (every check asks about every class)."""
+    return _outside(filename, _ROOT)
+
+
+@functools.cache
+def _outside(filename: str, root: str) -> bool:
+    return os.path.isabs(filename) and not os.path.realpath(filename).startswith(root + os.sep)
+
+
+@functools.cache
+def _file_under_test(where: str) -> bool:
+    """A file of the code under test: in the folder under test, not a test file."""
+    return bool(where) and not _outside_root(where) and not _in_tests(where)
 
 
 WATCHED_PROCESS = frozenset({
@@ -691,16 +698,17 @@ def main(argv: list[str]) -> int:
     channel = Channel()
     mode, root, files = argv[1], argv[2], argv[3:]
     os.chdir(root)
-    _ROOT[0] = os.path.realpath(root)
-    _TESTS.update(os.path.realpath(os.path.join(root, rel)) for rel in files)
+    global _ROOT, _TESTS, _TEST_TEXT
+    _ROOT = os.path.realpath(root)
+    _TESTS = frozenset(os.path.realpath(os.path.join(root, rel)) for rel in files)
     sources = {}
     for path in _TESTS:
         with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as f:
             sources[path] = f.read()
-    _TEST_TEXT.extend(sources.values())
-    shape = _shape.Shape(_shape.Places(_ROOT[0], frozenset(_TESTS)), sources)  # imports the tests' libraries
+    _TEST_TEXT = tuple(sources.values())
+    shape = _shape.Shape(_shape.Places(_ROOT, _TESTS), sources)  # imports the tests' libraries
     if mode != "collect":  # candidate code runs from here on
-        watch(channel, _ROOT[0], frozenset(_TESTS), shape)
+        watch(channel, _ROOT, _TESTS, shape)
     if mode == "direct":
         return run_direct(channel, root, files, shape)
     return run_pytest(channel, root, files, collect_only=mode == "collect", shape=shape)

@@ -9,7 +9,8 @@ namespace whose ``TestCase`` asserts nothing), or put a method into a test class
 
 - ``Places``: whose a file is (the standard library, an installed package or this grader, a test file, or
   the code under test: everything else, wherever it was written).
-- ``Snapshot``: the identities of every library module's callables and of its classes' members, taken
+- ``Snapshot``: the identities of every library module's callables (every name, for this grader's own
+  modules: the harness's state is set once before candidate code runs) and of its classes' members, taken
   before the code under test runs (a library module loaded later is taken at the next check); any that
   moved is named.
 - ``Shape``: the test files' outline, parsed from their pristine source. Each class statement is recorded
@@ -109,7 +110,11 @@ class Snapshot:
                 continue
             self.modules[name] = (module, type(module))
             space = list(vars(module).items())
-            self._hold(name, module, [k for k, v in space if callable(v) and (name, k) not in SWAPPED])
+            where = getattr(module, "__file__", None)
+            ours = isinstance(where, str) and os.path.realpath(where).startswith(self.places.grader)
+            self._hold(
+                name, module, [k for k, v in space if (ours or callable(v)) and (name, k) not in SWAPPED]
+            )
             for key, value in space:
                 if isinstance(value, type) and getattr(value, "__module__", None) == name:
                     self._hold(f"{name}.{key}", value, list(vars(value)))
