@@ -29,7 +29,7 @@ import shutil
 from collections.abc import Collection
 
 from .channel import Run, guard_grader, kill_orphans
-from .libtest import run_process
+from .libtest import read_text, run_process
 from .verdict import NAMES_TESTS, names_tests, tampered
 
 WARM_CACHE = "/opt/metasearch/go-cache"  # recipes.GO_WARM_CACHE in the polyglot image
@@ -50,7 +50,7 @@ def run_go_tests(work: str, *, timeout_s: float, allowed: Collection[str] = ()) 
     # The solution alone, without the tests (``go build`` leaves ``_test.go`` files out), when its text holds
     # a name the tests declare: code that uses one (rewrites their table's expected values from ``init``)
     # builds only with them.
-    texts = {name: _text(os.path.join(work, name)) for name in os.listdir(work) if name.endswith(".go")}
+    texts = {name: read_text(os.path.join(work, name)) for name in os.listdir(work) if name.endswith(".go")}
     tests = [text for name, text in texts.items() if name.endswith("_test.go")]
     solution = [text for name, text in texts.items() if not name.endswith("_test.go")]
     alone = ""
@@ -82,11 +82,6 @@ def run_go_tests(work: str, *, timeout_s: float, allowed: Collection[str] = ()) 
         if named or not UNDEFINED.search(alone):
             tampered(runs, f"{NAMES_TESTS}: {', '.join(named[:3]) or alone[-300:]}")
     return runs
-
-
-def _text(path: str) -> str:
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return f.read()
 
 
 def read_events(run: Run, events: list[dict]) -> None:

@@ -41,7 +41,7 @@ from collections.abc import Collection
 
 from . import verdict
 from .channel import Run, guard_grader, kill_orphans
-from .libtest import run_process
+from .libtest import read_text, run_process
 
 JARS = "/usr/share/java"
 COMPILE = (
@@ -98,14 +98,16 @@ def run_junit_tests(
             run.output, run.exit_code, run.timed_out = out[-3000:], code, timed_out
         return [tree, xml]  # no end record: it did not compile
     main = [p for p in sources if "/src/main/java/" in p]  # the solution alone, when its text names a test's
-    alone_out = ""
-    alone_code: int | None = 0
-    if main and verdict.names_tests("java", map(_text, main), map(_text, set(sources) - set(main)), allowed):
+    if main and verdict.names_tests(
+        "java", map(read_text, main), map(read_text, set(sources) - set(main)), allowed
+    ):
         alone = ["javac", "-encoding", "UTF-8", "-d", os.path.join(own, "alone"), "-cp", compile_path, *main]
         alone_out, alone_code, _ = run_process(alone, work, timeout_s)
-    named = sorted(set(MISSING_SYMBOL.findall(alone_out)) - set(allowed))
-    if alone_code != 0 and (named or not MISSING_SYMBOL.search(alone_out)):
-        verdict.tampered((xml, tree), f"{verdict.NAMES_TESTS}: {', '.join(named[:3]) or alone_out[-300:]}")
+        named = sorted(set(MISSING_SYMBOL.findall(alone_out)) - set(allowed))
+        if alone_code != 0 and (named or not MISSING_SYMBOL.search(alone_out)):
+            verdict.tampered(
+                (xml, tree), f"{verdict.NAMES_TESTS}: {', '.join(named[:3]) or alone_out[-300:]}"
+            )
     agent, out = _agent(own, jar["asm"], work, timeout_s)
     if agent is None:
         for run in (xml, tree):
@@ -142,11 +144,6 @@ def _agent(own: str, asm: str, work: str, timeout_s: float) -> tuple[str | None,
         ["jar", "--create", f"--file={jar}", f"--manifest={manifest}", "-C", classes, "."], work, timeout_s
     )
     return (jar if code == 0 else None), out
-
-
-def _text(path: str) -> str:
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return f.read()
 
 
 def class_name(rel: str) -> str:

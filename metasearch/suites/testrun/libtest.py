@@ -69,6 +69,12 @@ def _report(rel: str, name: str, outcome: str) -> dict[str, str]:
     return {"t": "report", "id": f"{rel}::{name}", "phase": "call", "outcome": OUTCOME[outcome]}
 
 
+def read_text(path: str) -> str:
+    """A source file's text, undecodable bytes replaced (the graders only search it)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
 def run_process(command: list[str], cwd: str, timeout_s: float) -> tuple[str, int | None, bool]:
     """Run ``command`` in its own process group: (output, exit status or None, timed out); the group is killed."""
     proc = subprocess.Popen(
