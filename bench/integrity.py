@@ -55,6 +55,9 @@ CASES = {
     "Python (inherited comparisons)": (
         "tests/suites/test_tests_verdict.py::test_a_comparison_inherited_from_the_standard_library_cannot_be_bent"
     ),
+    "Python (a comparison that tells the probes apart)": (
+        "tests/suites/test_tests_verdict.py::test_a_value_that_tells_the_probes_apart_is_caught_by_its_real_comparisons"
+    ),
     "Python (tolerance, membership, order)": (
         "tests/suites/test_tests_verdict.py::test_a_value_that_takes_any_assertion_at_its_word_is_flagged"
     ),

@@ -58,14 +58,12 @@ ATTACKS = [
         "set unittest.case.TestCase.assertIs.__code__",
     ),
     Attack(
-        "adds its own file to the harness's test files, then returns a value that equals anything",
-        HIDE + MODULES + "_h = _mods['__ma' 'in__']\n"
-        "setattr(_h, '_TE' 'STS', getattr(_h, '_TE' 'STS') | {{getattr(_os.path, 'realpath')(__file__)}})\n\n\n"
-        "class _Same:\n    pass\n\n\nsetattr(_Same, '__e' + 'q__', lambda s, o: True)\n"
-        "setattr(_Same, '__n' + 'e__', lambda s, o: False)\n\n\ndef {fn}(*a, **k):\n    return _Same()\n\n\n"
-        "def total_length(*a, **k):\n    return _Same()\n",
-        "'__main__._TESTS'",
-        "'__main__._TESTS'",
+        "rebinds what the snapshot compares with (operator.is_), then patches unittest's assertions",
+        HIDE + MODULES + "setattr(_mods['oper' 'ator'], 'is' '_', lambda _a, _b: True)\n"
+        "for _n in ('assertEqual', 'assertIs', 'assertTrue', 'assertFalse', 'assertRaises'):\n"
+        "    setattr(_mods['unitt' 'est'].TestCase, _n, lambda *a, **k: None)\n",
+        "'operator.is_'",
+        "'operator.is_'",
     ),
     Attack(
         "widens an assertion's default tolerance in place",

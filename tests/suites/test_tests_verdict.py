@@ -483,8 +483,8 @@ def test_only_the_candidates_code_is_asked_whether_it_equals_anything(tmp_path: 
     (tmp_path / "sol.py").write_text(helper + "\n\ndef f():\n    return Anything()\n")
     for mode in ("pytest", "direct"):
         run = channel.run_harness(mode, str(tmp_path), ["sol_test.py"], timeout_s=60)
-        tampered = [r["what"] for r in run.records if r["t"] == "tamper"]
-        assert tampered == [["always-equal class sol.Anything"]], run.records
+        tampered = [r["what"] for r in run.records if r["t"] == "tamper"]  # the probe's, the watch's
+        assert tampered and all(w == ["always-equal class sol.Anything"] for w in tampered), run.records
     # tests that do not use unittest.mock: its ANY, handed back by the code under test, is refused; so is a
     # comparison attached to a class only at the second call, after the class was first asked
     (tmp_path / "sol_test.py").write_text(
@@ -503,7 +503,73 @@ def test_only_the_candidates_code_is_asked_whether_it_equals_anything(tmp_path: 
         for mode in ("pytest", "direct"):
             run = channel.run_harness(mode, str(tmp_path), ["sol_test.py"], timeout_s=60)
             tampered = [r["what"] for r in run.records if r["t"] == "tamper"]
-            assert tampered == [[f"always-equal class {name}"]], (mode, run.records)
+            assert tampered and all(w == [f"always-equal class {name}"] for w in tampered), (
+                mode,
+                run.records,
+            )
+
+
+_TELLS_PROBES_APART = (
+    "        def __eq__(self, other):\n"
+    "            if type(other) is object or (isinstance(other, int) and abs(other) > 2 ** 31):\n"
+    "                return False\n"
+    "            if isinstance(other, str) and other.startswith('probe-'):\n"
+    "                return False\n"
+    "            if isinstance(other, list) and len(other) == 1 and isinstance(other[0], str):\n"
+    "                return False\n"
+    "            return not isinstance(other, (set, dict))\n\n"
+    "        def __ne__(self, other):\n"
+    "            return not self.__eq__(other)\n"
+)
+TELLS_PROBES_APART = {
+    "made per call": "\ndef {fn}(*a, **k):\n    class _Same:\n"
+    + _TELLS_PROBES_APART
+    + "\n    return _Same()\n",
+    "made at import": "\nclass _Same:\n"
+    + _TELLS_PROBES_APART.replace("\n        ", "\n    ").removeprefix("    ")
+    + "\n\ndef {fn}(*a, **k):\n    return _Same()\n",
+}
+
+
+@pytest.mark.parametrize("where", list(TELLS_PROBES_APART))
+def test_a_value_that_tells_the_probes_apart_is_caught_by_its_real_comparisons(
+    tmp_path: Path, where: str, code_edit_baseline: TaskResult
+) -> None:
+    """A value whose ``__eq__`` says "equal" to everything but the harness's made-up probes (it has read
+    them) passes the probes; its real comparisons, watched from the moment its class is made, say "equal"
+    to the tests' value and to a near miss of it."""
+    result = grade_code_edit(tmp_path, TELLS_PROBES_APART[where], LocalSandbox())
+    assert result.score == 0.0 and result.flags == (TAMPER,), result
+    assert "a value that equals anything appeared during the run" in (result.error or ""), result.error
+
+
+def test_what_the_harness_decides_with_looks_up_no_name_when_it_runs() -> None:
+    """The check, the audit hook, the result channel and the comparisons given to the candidate's classes
+    bind every name they use when they are made: a built-in or a module's name rebound by the code under
+    test cannot change what they do (a name looked up at run time is ``LOAD_GLOBAL``)."""
+    import dis
+    import importlib.util
+    import types
+
+    spec = importlib.util.spec_from_file_location("_ms_harness_examined", channel.HARNESS)
+    assert spec is not None and spec.loader is not None
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+
+    def inner(code: types.CodeType) -> list[types.CodeType]:
+        nested = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        return nested + [c for n in nested for c in inner(n)]
+
+    def looked_up(code: types.CodeType) -> set[str]:
+        return {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+
+    made = [harness._integrity, harness._comparisons, harness.watch, harness._open_channel]
+    made += [harness._shape.holding, harness._shape.Shape._wrap_build_class]
+    found = {code.co_qualname: looked_up(code) for f in made for code in inner(f.__code__)}
+    assert len(found) > 30 and not {name: names for name, names in found.items() if names}
+    compare = harness._watching(len, True, "label")
+    assert compare.__closure__ is None and not looked_up(compare.__code__)
+    assert not looked_up(harness._near_misses.__code__) and not looked_up(harness._outcome.__code__)
 
 
 def test_the_harness_needs_its_channel_and_names_it_nowhere(tmp_path: Path) -> None:
@@ -1191,8 +1257,9 @@ def test_a_comparison_inherited_from_the_standard_library_cannot_be_bent(
     result = verdict.run_and_judge(str(tmp_path), tests, ids, timeout_s=120, fractional=False)
     record_property("outcome", _outcome(result))
     assert result["score"] == score and tuple(result["flags"]) == flags, (case, result)
-    if flags:
-        assert "a value that equals anything appeared during the run" in result["error"], result
+    if flags:  # a library's class changed in place is named as that (the snapshot is compared first)
+        reason = "collections.UserList._UserList__cast" if case.startswith("every") else "equals anything"
+        assert reason in result["error"], result
     if case != "honest":  # the wrong values themselves would fail
         (tmp_path / "tags.py").write_text(TAGS_WRONG)
         wrong = verdict.run_and_judge(str(tmp_path), tests, ids, timeout_s=120, fractional=False)

@@ -23,27 +23,32 @@ a test class, a base class or import hook the code under test made, a global hid
 class that appeared since whose own ``__eq__``, defined in the code under test, says an instance equals
 values made up on the spot (``__ne__``: differs from none of them; ``__sub__``/``__rsub__``: gives one
 difference from numbers far apart), or whose comparison, inherited from library code, says so (asked about
-a fresh instance, and watched from the tests' imports on with its real instances); the cyclic collector is
-off, so a class made per call lives until it is checked. Both also install an audit hook (``watch``) before
+a fresh instance); a class of the code under test that compares by its own comparison or one inherited that
+way is also watched with its real instances (``_watching``), from its class statement on; the cyclic
+collector is off, so a class made per call lives until it is checked. Both also install an audit hook (``watch``) before
 candidate code runs, which reports the code under test opening a test or grader file, reaching a frame,
 compiling or making code itself, changing in place a function, class or module that is not its own
-(``__code__``, ``__defaults__``, ``__class__``, ``__bases__``), or starting, signalling or tracing
-processes. The session ends with an ``end`` record; a run without it ended early. Residual risk: the
-candidate shares this process, so code that finds the channel's fd and nonce in memory, or this module's
-mutable state (``_PROBED``, ``_CAUGHT``, ``_ASKING``; the ``Shape`` and ``Snapshot`` in the pytest run; only
-the audit hook's closure is beyond Python code's reach: every name of this module is held, so rebinding one
-is reported), and forges the other harness the same way, can still lie; the static scan (``scan.py``)
-flags the routes to doing that.
+(``__code__``, ``__defaults__``, ``__class__``, ``__bases__``), adding an audit hook, or starting,
+signalling or tracing processes. The session ends with an ``end`` record; a run without it ended early.
+
+What decides lives where candidate code cannot reach without a step the audit hook reports: the channel,
+the check, its memo and what it compares with are the runners' locals and closures built by ``main``
+before candidate code runs, never module names; the check looks up no name when it runs (``_integrity``,
+``_comparisons``, ``shape.holding``); the comparisons given to the candidate's classes hold only their
+defaults and report through audit events (``_watching``). Residual risk: the candidate shares this
+process, so code that finds the channel's fd and nonce in memory, and forges the other harness the same
+way, can still lie; in the pytest run pytest's plugin manager leads to our plugin and so to the channel
+and the check, which the direct run does not share. The static scan (``scan.py``) flags the routes to
+doing that.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
-import functools
 import gc
 import json
 import os
+import pathlib
 import secrets
 import sys
 import tempfile
@@ -67,370 +72,452 @@ def _sibling(name: str) -> types.ModuleType:
 
 
 _shape = _sibling("shape")
-_write = os.write
-_dumps = json.dumps
 _token_hex = secrets.token_hex
+_shuffle = secrets.SystemRandom().shuffle
 ALWAYS_EQUAL = "always-equal class"
 
 
-class Channel:
-    """The write end of the result channel; records are numbered and carry the run's nonce."""
+def _open_channel() -> Callable[[dict], None]:
+    """The write end of the result channel: a function that sends one record, numbered and carrying the
+    run's nonce. What it uses is bound in its closure when it is made (a name rebound later in this module
+    or in ``json`` or ``os`` changes nothing), and it is held only by the runners' locals and the audit
+    hook's closure (in the pytest run, by our plugin too)."""
+    line = sys.stdin.buffer.readline(256).decode("ascii", "replace").split()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    if len(line) != 2:
+        raise SystemExit("harness: no channel on stdin")
+    fd, nonce, seq, write, dumps = int(line[0]), line[1], [0], os.write, json.dumps
 
-    def __init__(self) -> None:
-        line = sys.stdin.buffer.readline(256).decode("ascii", "replace").split()
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        if len(line) != 2:
-            raise SystemExit("harness: no channel on stdin")
-        self._fd, self._nonce, self._seq = int(line[0]), line[1], 0
-
-    def send(self, record: dict) -> None:
-        data = f"{self._nonce} {self._seq} {_dumps(record)}\n".encode()
-        self._seq += 1
+    def send(record: dict) -> None:
+        data = f"{nonce} {seq[0]} {dumps(record)}\n".encode()
+        seq[0] += 1
         while data:
-            data = data[_write(self._fd, data) :]
+            data = data[write(fd, data) :]
+
+    return send
 
 
-class Integrity:
-    """Identities of the runner's callables, taken before candidate code runs; and the classes that claim
-    to equal anything (an always-equal value passes every equality assertion), known before it runs."""
+def _integrity(
+    shape: Any, places: Any, always_equal: Callable[[], list[str]], send: Callable[[dict], None]
+) -> tuple[Callable[[], None], dict[str, types.ModuleType]]:
+    """The check the runners make after collection, after every test and at the end, and the dict they
+    put the test modules into (path -> module, as the runner holds them). The check reports, once, as
+    ``tamper``: a library's or this grader's name that no longer holds what it held (``shape.Snapshot``),
+    a test file's name or class that is not what its source makes (``shape.Shape``), and a class that
+    claims to equal anything (``_comparisons``).
 
-    def __init__(self, shape: Any) -> None:
-        gc.disable()  # a class made per call lives until the next check instead of a collection
-        self.equal_before = {id(cls) for cls in _always_equal_classes()}
-        self.shape = shape  # held here and by the audit hook only: no module global leads to it
-        self.snapshot = _shape.Snapshot(shape.places)
-        self.tests: dict[str, types.ModuleType] = {}  # the test modules as the runner holds them
-        self.reported = False
+    Everything it uses is bound here, when it is made, and it is held only where candidate code cannot
+    reach without a step the audit hook reports (the runners' locals; in the pytest run, our plugin): a
+    module-level name rebound past the scan (ours, ``operator.is_``, ``builtins.all``) cannot blind it,
+    and neither can a class method replaced (the held names are compared first, and again last, since the
+    comparisons it asks run the code under test)."""
+    gc.disable()  # a class made per call lives until the next check instead of a collection
+    snapshot = _shape.Snapshot(places, shape.cells)
+    take_new, moved, check_shape = snapshot.take_new, _shape.holding(snapshot), shape.check
+    modules: dict[str, types.ModuleType] = {}
+    reported = [False]
 
-    def changed(self) -> list[str]:
-        self.snapshot.take_new()
-        found = self.snapshot.moved()
-        found += self.shape.check(self.tests)
-        for cls in _always_equal_classes():
-            if id(cls) not in self.equal_before:
-                found.append(
-                    f"{ALWAYS_EQUAL} {getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', '?')}"
-                )
-        return found
-
-    def check(self, channel: Channel) -> None:
-        if not self.reported and (found := self.changed()):
-            self.reported = True
-            channel.send({"t": "tamper", "what": found[:5]})
-
-
-def _always_equal_classes() -> list[Any]:
-    """Live classes whose own ``__eq__`` says an instance equals a value made up just now (a fresh object,
-    a random string, number or list), whose own ``__ne__`` says it differs from none of them, whose own
-    subtraction ignores its operand (``_ignores_operand``), or whose inherited comparison says so
-    (``_inherited_lies``, ``_watch``)."""
-    found: list[Any] = []
-    for cls in _shape.all_classes():
-        own = cls.__dict__
-        # asked once per class and comparison (classes live on: the collector is off); a comparison
-        # attached later is asked anew, and so is a class of the code under test whose members change
-        key: tuple[Any, ...] = tuple(id(own.get(name)) for name in _COMPARING)
-        key = (id(cls), *key)
-        inherits = _inherits_comparison(cls)
-        if inherits or any(hasattr(own.get(name), "__code__") for name in ("__eq__", "__ne__")):
-            # a comparison written in Python calls helpers that can be replaced (UserList's cast)
-            key += tuple((k, id(v)) for k, v in list(own.items()))
-        if key not in _PROBED:
-            _PROBED[key] = (
-                any(_lies(cls, own.get(name), lie) for name, lie in _LIES)
-                or any(_ignores_operand(cls, own.get(name)) for name in ("__sub__", "__rsub__"))
-                or any(_both_ways(cls, own.get(a), own.get(b)) for a, b in _OPPOSITES)
-                or (inherits and _inherited_lies(cls))
-            )
-        if inherits:
-            _watch(cls)
-        if _PROBED[key] or id(cls) in _CAUGHT:
-            found.append(cls)
-    return found
-
-
-def _lies(cls: Any, method: object, lie: bool, probes: tuple[Any, ...] = ()) -> bool:
-    if method is None or isinstance(method, (types.WrapperDescriptorType, types.MethodDescriptorType)):
-        return False  # absent, or a built-in type's own comparison
-    if id(method) in _WATCHES:
-        return False  # this harness's own (``_watch``)
-    where = _defined_in(method)
-    if _in_tests(where) or (_outside_root(where) and _named_by_tests(cls)):
-        return False  # the tests' own helpers, and a library's (unittest.mock.ANY) that the tests name
-    try:
-        instance = cls.__new__(cls)
-    except BaseException:
-        try:
-            instance = object.__new__(cls)
-        except BaseException:
-            return False
-    if (_outside_root(where) or where.startswith("<frozen ")) and any(
-        _code_under_test(member) for member in list(cls.__dict__.values())
-    ):
-        # a library's class with a helper the code under test put in (UserList's cast): its comparison
-        # reads the state the class's __init__ gives (UserList's data), so the instance gets it
-        _given_state(cls, instance)
-    token = _token_hex(8)
-    for probe in probes or (object(), f"probe-{token}", int(token, 16), [token]):
-        try:
-            bound = method.__get__(instance, cls) if hasattr(method, "__get__") else method
-            if bound(probe) is lie:  # type: ignore[operator]
-                return True
-        except BaseException:  # refusing one kind of value does not excuse accepting another
-            continue
-    return False
-
-
-def _given_state(cls: Any, instance: object) -> None:
-    """Run ``cls.__init__`` on ``instance`` with no argument, or else with one empty one."""
-    arguments: tuple[tuple[Any, ...], ...] = ((), ("",), ([],), ({},), (0,))
-    for args in arguments:
-        try:
-            cls.__init__(instance, *args)
+    def check() -> None:
+        if reported[0]:
             return
-        except BaseException:
-            continue
+        found = moved()
+        if not found:
+            take_new()
+            found = check_shape(modules) + always_equal()
+            found += moved()
+        if found:
+            reported[0] = True
+            send({"t": "tamper", "what": found[:5]})
+
+    return check, modules
 
 
-def _both_ways(cls: Any, one: object, other: object) -> bool:
-    """Whether an instance is, by its own ordering methods, both less and greater than a value made up
-    just now: it passes ``assertLess`` and ``assertGreater`` alike."""
-    if one is None or other is None:
-        return False
+def _near_misses(
+    other: Any,
+    _token_hex: Callable[[int], str] = _token_hex,
+    _shuffle: Callable[[list[Any]], None] = _shuffle,
+    _type: type = type,
+    _object: type = object,
+    _next: Callable[..., Any] = next,
+    _iter: Callable[..., Any] = iter,
+    _len: Callable[[Any], int] = len,
+    _types: tuple[type, ...] = (bool, int, float, str, list, tuple, set, frozenset, dict),
+) -> list[Any]:
+    """``other`` itself and values close to it that nothing honest takes for it, in a random order: a new
+    object, and for a value of a built-in type (exactly) one the same size with an element changed (a list,
+    a tuple, a set, a dict), two strings a letter longer, two numbers moved, the other truth value. No code
+    of the candidate's runs here, and what it uses is bound in its defaults (a tuple: replacing them is what
+    the audit hook reports), as it is reachable from the candidate's classes (``_watching``)."""
+    boolean, integer, real, string, listing, pair, group, frozen, mapping = _types
     token = _token_hex(8)
-    return any(
-        _lies(cls, one, True, (probe,)) and _lies(cls, other, True, (probe,))
-        for probe in (int(token, 16), f"probe-{token}")
-    )
-
-
-def _ignores_operand(cls: Any, method: object) -> bool:
-    """Whether an own ``__sub__``/``__rsub__`` (not the tests') gives the same difference from two numbers
-    two million apart: a value every tolerance check (``assertAlmostEqual``, ``pytest.approx``, which
-    subtract and compare the difference with a bound) takes for any number."""
-    if method is None or isinstance(method, (types.WrapperDescriptorType, types.MethodDescriptorType)):
-        return False
-    where = _defined_in(method)
-    if _in_tests(where) or (_outside_root(where) and _named_by_tests(cls)):
-        return False
-    try:
-        instance = cls.__new__(cls)
-    except BaseException:
-        return False
-    far = 1e6 + int(_token_hex(2), 16)
-    try:
-        bound = method.__get__(instance, cls) if hasattr(method, "__get__") else method
-        low, high = float(bound(-far)), float(bound(far))  # type: ignore[operator]
-    except BaseException:
-        return False  # refusing numbers, or needing state this instance lacks
-    return abs(high - low) < 1.0
-
-
-def _inherits_comparison(cls: Any) -> bool:
-    """A class of the code under test that compares by an ``__eq__``/``__ne__`` it inherits, written in
-    Python outside that code (``collections.UserList``'s, the abstract ``Set``'s): such a comparison calls
-    methods the class can override (``_UserList__cast``, ``__iter__``, ``__len__``)."""
-    own = cls.__dict__
-    if "__eq__" in own and "__ne__" in own:
-        return False
-    if not any(_inherited(cls, n) is not None for n in ("__eq__", "__ne__")):
-        return False
-    name = str(getattr(cls, "__module__", "") or "")
-    where = str(getattr(sys.modules.get(name), "__file__", "") or "")
-    # its module's file, or (a class can name any module) the code of its own methods
-    return _file_under_test(where) or any(_code_under_test(member) for member in list(own.values()))
-
-
-def _code_under_test(member: object) -> bool:
-    """Whether a class member is a function (method, static or class method, property) whose code the
-    code under test wrote: in one of its files, or compiled from a string."""
-    for inner in (getattr(member, "__func__", None), getattr(member, "fget", None), member):
-        code = getattr(inner, "__code__", None)
-        if code is not None:
-            where = str(code.co_filename)
-            return not _outside_root(where) and not _in_tests(where) and not where.startswith("<frozen ")
-    return False
-
-
-def _inherited(cls: Any, name: str) -> Any:
-    """The class in ``cls``'s MRO past itself that defines ``name`` in Python (None: none, or built in)."""
-    if name in cls.__dict__:
-        return None
-    for base in cls.__mro__[1:]:
-        if name in base.__dict__:
-            method = base.__dict__[name]
-            if base is object or isinstance(
-                method, (types.WrapperDescriptorType, types.MethodDescriptorType)
-            ):
-                return None  # a built-in type's own comparison looks at its own storage only
-            if id(method) in _WATCHES:
-                return None  # a class this harness watches already: its watch sees this one's instances
-            # one the code under test defines is asked as that class's own; the standard library's
-            # frozen modules (``collections.abc``) have no path
-            where = _defined_in(method)
-            return base if _outside_root(where) or where.startswith("<frozen ") else None
-    return None
-
-
-def _watch(cls: Any) -> None:
-    """Give ``cls`` comparisons of its own that call the inherited ones, and, whenever one answers
-    "equal", ask it again about near misses of the other value with the same instance (its real state):
-    one the same size with an element changed (a set, a list, a dict), a string with a letter more, a number
-    moved. One that says "equal" to a near miss marks ``cls`` caught (an abstract ``Set`` whose ``__iter__``
-    yields nothing equals every set of its length). Classes that appear later are watched at the next
-    check; the first comparisons of a class made and used within one test go unwatched."""
-    for name, lie in (("__eq__", True), ("__ne__", False)):
-        base = _inherited(cls, name)
-        if base is None:
-            continue
-        inherited = base.__dict__[name]
-
-        def compare(self: Any, other: Any, _inherited: Any = inherited, _lie: bool = lie) -> Any:
-            said = _inherited(self, other)
-            if said is _lie and not _ASKING:
-                _ASKING.append(True)
-                try:
-                    if any(_answer(_inherited, self, near) is _lie for near in _near_misses(other)):
-                        _CAUGHT.add(id(cls))
-                finally:
-                    _ASKING.pop()
-            return said
-
-        _WATCHES.add(id(compare))
-        _WATCHING.append(compare)  # alive: its id stays its own
-        type.__setattr__(cls, name, compare)
-
-
-def _answer(compare: Any, self: Any, other: Any) -> Any:
-    try:
-        return compare(self, other)
-    except BaseException:  # refusing a value is not saying "equal" to it
-        return None
-
-
-def _near_misses(other: Any) -> list[Any]:
-    """Values close to ``other`` that nothing honest takes for it (the same type where it can be kept)."""
-    token = _token_hex(8)
-    found: list[Any] = [object()]
-    if isinstance(other, bool):
+    found: list[Any] = [other, _object()]
+    kind = _type(other)
+    if kind is boolean:
         found.append(not other)
-    elif isinstance(other, (int, float)):
-        found.append(other + 1 + int(token[:3], 16))
-    elif isinstance(other, str):
-        found.append(other + token[0])
-    elif isinstance(other, (list, tuple)) and other:
-        changed = list(other)
-        changed[int(token, 16) % len(changed)] = object()
-        found.append(type(other)(changed) if type(other) in (list, tuple) else changed)
-    elif isinstance(other, (set, frozenset)) and other:
-        changed_set = set(other)
-        changed_set.discard(next(iter(changed_set)))
+    elif kind is integer or kind is real:
+        found += [other + 1 + integer(token[:3], 16), other - 1 - integer(token[3:6], 16)]
+    elif kind is string:
+        found += [other + token[0], token[1] + other]
+    elif (kind is listing or kind is pair) and other:
+        changed = listing(other)
+        changed[integer(token, 16) % _len(changed)] = _object()
+        found.append(kind(changed))
+    elif (kind is group or kind is frozen) and other:
+        changed_set = group(other)
+        changed_set.discard(_next(_iter(changed_set)))
         changed_set.add(f"probe-{token}")
-        found.append(type(other)(changed_set) if type(other) in (set, frozenset) else changed_set)
-    elif isinstance(other, dict) and other:
-        try:
-            changed_dict = copy.copy(other)
-            changed_dict[next(iter(changed_dict))] = object()
-        except BaseException:
-            changed_dict = dict(other)
-            changed_dict[next(iter(changed_dict))] = object()
+        found.append(kind(changed_set))
+    elif kind is mapping and other:
+        changed_dict = mapping(other)
+        changed_dict[_next(_iter(changed_dict))] = _object()
         found.append(changed_dict)
+    _shuffle(found)
     return found
 
 
-def _inherited_lies(cls: Any) -> bool:
-    """Whether an instance of ``cls``, given its state by the base that defines the comparison (its
-    ``__init__`` with no argument, or one empty one), says it equals a value made up just now."""
-    for name, lie in (("__eq__", True), ("__ne__", False)):
-        base = _inherited(cls, name)
-        if base is None:
-            continue
+CAUGHT = "metasearch.harness.caught"  # the audit event a watched comparison raises when it is caught
+ASKING = "metasearch.harness.asking"  # ... before and after it asks near misses (the hook refuses a second)
+
+
+def _watching(inherited: Any, lie: bool, label: str) -> Callable[[Any, Any], Any]:
+    """A comparison for a class (its own, or one it inherits written in Python) that first asks
+    ``inherited``, with the same instance (its real state, when the tests compare it), about near misses of
+    the other value and that value, in a random order, then asks the question it was given. An equality is
+    transitive: one that says "equal" to the value and to a near miss ("equal" to ``5`` and to ``5 + 1900``;
+    to ``[1, 2]`` and to ``[1, <a new object>]``) equals whatever it is shown, however it tells the harness's
+    probes from a test's value; asking first defeats one that takes the first value it is shown for its own.
+    Caught, it raises the audit event ``CAUGHT``, which the audit hook reports.
+
+    It holds nothing but its defaults (a tuple: replacing them, or its code, is what the audit hook
+    reports); it has no closure. While one asks, the others do not (the hook refuses ``ASKING``)."""
+
+    def compare(
+        self: Any,
+        other: Any,
+        _inherited: Any = inherited,
+        _lie: bool = lie,
+        _label: str = label,
+        _near: Callable[[Any], list[Any]] = _near_misses,
+        _audit: Callable[..., None] = sys.audit,
+        _exception: type[BaseException] = BaseException,
+        _asking: str = ASKING,
+        _caught: str = CAUGHT,
+    ) -> Any:
+        try:
+            _audit(_asking, True)
+        except _exception:  # another is asking: this is one of its questions
+            return _inherited(self, other)
+        lied = False
+        try:
+            for question in _near(other):
+                try:
+                    lied = (_inherited(self, question) is _lie and question is not other) or lied
+                except _exception:  # refusing a value is not saying "equal" to it
+                    continue
+        finally:
+            _audit(_asking, False)
+        said = _inherited(self, other)
+        if lied and said is _lie:
+            _audit(_caught, _label)
+        return said
+
+    return compare
+
+
+_WATCH_CODE = _watching(None, True, "").__code__  # every watched comparison runs this code
+
+
+def _comparisons(
+    root: str, tests: frozenset[str], text: tuple[str, ...], trusted_class: Callable[[Any], bool]
+) -> tuple[Callable[[], list[str]], Callable[[Any], None]]:
+    """``always_equal()``: the live classes (known before the code under test ran or not) whose own
+    ``__eq__`` says an instance equals a value made up just now (a fresh object, a random string, number or
+    list), whose own ``__ne__`` says it differs from none of them, whose own subtraction ignores its
+    operand, whose ordering puts an instance on both sides of one value, or whose comparison inherited from
+    library code says so; and those a watched comparison caught (``_watching``), reported through the
+    audit hook. Each class of the code under test that compares by its own ``__eq__``/``__ne__`` or by one
+    written in Python outside it (``collections.UserList``'s, the abstract ``Set``'s) is given a watched
+    comparison: probing a made-up instance with made-up values misses a liar that tells probes apart, the
+    watch asks its real instances about the tests' own values.
+
+    A closure: its helpers, the built-ins and library functions they call, and its memo are bound here,
+    when it is made (none is looked up by name when it runs), so code that rebinds a module's name, or
+    runs in the middle of a check (a comparison it asks), cannot change what the check does."""
+    isinstance_, getattr_, hasattr_, id_, any_, tuple_, list_, type_ = (
+        isinstance, getattr, hasattr, id, any, tuple, list, type,
+    )  # fmt: skip
+    str_, int_, float_, abs_, bool_, object_, exception = (
+        str, int, float, abs, bool, object, BaseException,
+    )  # fmt: skip
+    all_classes, token_hex, watching, watch_code = _shape.all_classes, _token_hex, _watching, _WATCH_CODE
+    always = ALWAYS_EQUAL
+    modules, isabs, realpath, sep = sys.modules, os.path.isabs, os.path.realpath, os.sep
+    descriptors = (types.WrapperDescriptorType, types.MethodDescriptorType)
+    function_type, range_ = types.FunctionType, range
+    type_setattr = type.__setattr__
+    lies = (("__eq__", True), ("__ne__", False), ("__contains__", True))
+    opposites = (("__lt__", "__gt__"), ("__le__", "__ge__"))  # never both true of one value and another
+    comparing = (
+        "__eq__",
+        "__ne__",
+        "__contains__",
+        "__sub__",
+        "__rsub__",
+        "__lt__",
+        "__gt__",
+        "__le__",
+        "__ge__",
+    )
+    probed: dict[tuple[Any, ...], bool] = {}  # (class, its comparisons[, its members]) -> equals anything
+    watched: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(class) -> (class, the comparisons given it)
+
+    def outside_root(filename: str) -> bool:
+        """An absolute path outside the folder under test (code compiled from a string has no such path)."""
+        return isabs(filename) and not realpath(filename).startswith(root + sep)
+
+    def in_tests(filename: str) -> bool:
+        return isabs(filename) and realpath(filename) in tests
+
+    def file_under_test(where: str) -> bool:
+        return bool_(where) and not outside_root(where) and not in_tests(where)
+
+    def defined_in(method: object) -> str:
+        """The file that defines a comparison: its code's, through method, partial and wrapper layers; for
+        a callable object without code (``unittest.mock``'s proxies), its type's module's file."""
+        for _ in range_(8):
+            inner = getattr_(method, "__func__", None) or getattr_(method, "func", None)
+            inner = inner or getattr_(method, "__wrapped__", None)
+            if inner is None or inner is method:
+                break
+            method = inner
+        code = getattr_(method, "__code__", None)
+        if code is not None:
+            return str_(code.co_filename)
+        module = modules.get(getattr_(type_(method), "__module__", ""))
+        return str_(getattr_(module, "__file__", "") or "")
+
+    def named_by_tests(cls: Any) -> bool:
+        """Whether the test files name the module that defines ``cls`` (``mock`` for ``unittest.mock``):
+        a library's always-equal helper is the tests' only when they use that library."""
+        name = str_(getattr_(cls, "__module__", "") or "").rsplit(".", 1)[-1]
+        return bool_(name) and any_(name in one for one in text)
+
+    def code_under_test(member: object) -> bool:
+        """Whether a class member is a function (method, static or class method, property) whose code
+        the code under test wrote: in one of its files, or compiled from a string."""
+        for inner in (getattr_(member, "__func__", None), getattr_(member, "fget", None), member):
+            code = getattr_(inner, "__code__", None)
+            if code is not None:
+                where = str_(code.co_filename)
+                return not outside_root(where) and not in_tests(where) and not where.startswith("<frozen ")
+        return False
+
+    def module_file(cls: Any) -> str:
+        return str_(getattr_(modules.get(str_(getattr_(cls, "__module__", "") or "")), "__file__", "") or "")
+
+    def written_here(cls: Any, member: object) -> bool:
+        """A comparison of a class of the code under test's, written by it: in one of its files, or
+        compiled from a string (a dataclass's) for a class of its module (never a library's class, which
+        the snapshot holds as it is)."""
+        if trusted_class(cls) or not code_under_test(member):
+            return False
+        code = getattr_(getattr_(member, "__func__", member), "__code__", None)
+        where = str_(getattr_(code, "co_filename", ""))
+        return file_under_test(where) if isabs(where) else file_under_test(module_file(cls))
+
+    def ours(method: object) -> bool:
+        return type_(method) is function_type and getattr_(method, "__code__", None) is watch_code
+
+    def instance_of(cls: Any) -> Any:
+        try:
+            return cls.__new__(cls)
+        except exception:
+            return object_.__new__(cls)
+
+    def given_state(cls: Any, instance: object) -> None:
+        """Run ``cls.__init__`` on ``instance`` with no argument, or else with one empty one."""
+        arguments: tuple[tuple[Any, ...], ...] = ((), ("",), ([],), ({},), (0,))
+        for args in arguments:
+            try:
+                cls.__init__(instance, *args)
+                return
+            except exception:
+                continue
+
+    def lies_about(cls: Any, method: Any, lie: bool, probes: tuple[Any, ...] = ()) -> bool:
+        if ours(method) and code_under_test(method.__defaults__[0]):
+            method = method.__defaults__[0]  # the candidate's own, which our watch asks
+        if method is None or isinstance_(method, descriptors) or ours(method):
+            return False  # absent, a built-in type's own comparison, or our watch
+        where = defined_in(method)
+        if in_tests(where) or (outside_root(where) and named_by_tests(cls)):
+            return False  # the tests' own helpers, and a library's (unittest.mock.ANY) that the tests name
+        try:
+            instance = instance_of(cls)
+        except exception:
+            return False
+        if (outside_root(where) or where.startswith("<frozen ")) and any_(
+            code_under_test(member) for member in list_(cls.__dict__.values())
+        ):
+            # a library's class with a helper the code under test put in (UserList's cast): its comparison
+            # reads the state the class's __init__ gives (UserList's data), so the instance gets it
+            given_state(cls, instance)
+        token = token_hex(8)
+        for probe in probes or (object_(), f"probe-{token}", int_(token, 16), [token]):
+            try:
+                bound = method.__get__(instance, cls) if hasattr_(method, "__get__") else method
+                if bound(probe) is lie:
+                    return True
+            except exception:  # refusing one kind of value does not excuse accepting another
+                continue
+        return False
+
+    def both_ways(cls: Any, one: object, other: object) -> bool:
+        """Whether an instance is, by its own ordering methods, both less and greater than a value made
+        up just now: it passes ``assertLess`` and ``assertGreater`` alike."""
+        if one is None or other is None:
+            return False
+        token = token_hex(8)
+        return any_(
+            lies_about(cls, one, True, (probe,)) and lies_about(cls, other, True, (probe,))
+            for probe in (int_(token, 16), f"probe-{token}")
+        )
+
+    def ignores_operand(cls: Any, method: Any) -> bool:
+        """Whether an own ``__sub__``/``__rsub__`` (not the tests') gives the same difference from two
+        numbers two million apart: a value every tolerance check (``assertAlmostEqual``,
+        ``pytest.approx``: they subtract and compare the difference with a bound) takes for any number."""
+        if method is None or isinstance_(method, descriptors):
+            return False
+        where = defined_in(method)
+        if in_tests(where) or (outside_root(where) and named_by_tests(cls)):
+            return False
+        far = 1e6 + int_(token_hex(2), 16)
         try:
             instance = cls.__new__(cls)
-        except BaseException:
-            continue
-        _given_state(base, instance)
-        token = _token_hex(8)
-        for probe in (object(), f"probe-{token}", int(token, 16), [token], {token}, {token: token}):
-            try:
-                if base.__dict__[name](instance, probe) is lie:
-                    return True
-            except BaseException:
+            bound = method.__get__(instance, cls) if hasattr_(method, "__get__") else method
+            low, high = float_(bound(-far)), float_(bound(far))
+        except exception:
+            return False  # refusing numbers, or needing state this instance lacks
+        return abs_(high - low) < 1.0
+
+    def inherited(cls: Any, name: str) -> Any:
+        """The class in ``cls``'s MRO past itself that defines ``name`` in Python (None: none, built in,
+        or the code under test's: asked as that class's own)."""
+        if name in cls.__dict__:
+            return None
+        for base in cls.__mro__[1:]:
+            if name in base.__dict__:
+                method = base.__dict__[name]
+                if base is object_ or isinstance_(method, descriptors) or ours(method):
+                    return None  # a built-in type's own comparison looks at its own storage only
+                where = defined_in(method)  # the standard library's frozen modules have no path
+                return base if outside_root(where) or where.startswith("<frozen ") else None
+        return None
+
+    def inherits_comparison(cls: Any) -> bool:
+        """A class of the code under test that compares by an ``__eq__``/``__ne__`` it inherits, written
+        in Python outside that code: such a comparison calls methods the class can override
+        (``_UserList__cast``, ``__iter__``, ``__len__``)."""
+        own = cls.__dict__
+        if "__eq__" in own and "__ne__" in own:
+            return False
+        if not any_(inherited(cls, n) is not None for n in ("__eq__", "__ne__")):
+            return False
+        where = module_file(cls)
+        # its module's file, or (a class can name any module) the code of its own methods
+        return file_under_test(where) or any_(code_under_test(member) for member in list_(own.values()))
+
+    def inherited_lies(cls: Any) -> bool:
+        """Whether an instance of ``cls``, given its state by the base that defines the comparison (its
+        ``__init__`` with no argument, or one empty one), says it equals a value made up just now."""
+        for name, lie in (("__eq__", True), ("__ne__", False)):
+            base = inherited(cls, name)
+            if base is None:
                 continue
-    return False
+            try:
+                instance = cls.__new__(cls)
+            except exception:
+                continue
+            given_state(base, instance)
+            token = token_hex(8)
+            for probe in (object_(), f"probe-{token}", int_(token, 16), [token], {token}, {token: token}):
+                try:
+                    if base.__dict__[name](instance, probe) is lie:
+                        return True
+                except exception:
+                    continue
+        return False
 
+    def watch(cls: Any, own_code: bool) -> list[str]:
+        """Give ``cls`` watched comparisons (``_watching``) in place of its own (``own_code``: its own are
+        the code under test's) or of those it inherits; one the class lost since (its own put back over
+        ours) is reported. Classes that appear later are watched at the next check: the first comparisons
+        of a class made and used within one test go unwatched (their made-up instance is probed)."""
+        label = f"{getattr_(cls, '__module__', '?')}.{getattr_(cls, '__qualname__', '?')}"
+        given = watched.get(id_(cls), (cls, {}))[1]
+        found = [
+            f"{label}.{name} is no longer the harness's watch"
+            for name in given
+            if cls.__dict__.get(name) is not given[name]
+        ]
+        for name, lie in (("__eq__", True), ("__ne__", False)):
+            if name in given:
+                continue
+            own = cls.__dict__.get(name)
+            if own_code and own is not None and code_under_test(own) and hasattr_(own, "__get__"):
+                compared = own
+            elif (base := inherited(cls, name)) is not None:
+                compared = base.__dict__[name]
+            else:
+                continue
+            try:
+                type_setattr(cls, name, watching(compared, lie, label))
+            except exception:
+                continue  # a class that takes no attribute
+            given[name] = cls.__dict__.get(name)
+        watched[id_(cls)] = (cls, given)
+        return found
 
-# Set once by ``main`` before any candidate code runs, immutable, and held by name in the snapshot (this
-# module's every name is): code that rebinds one to pass as the tests' is reported; what is remembered per
-# path lives in ``functools.lru_cache``s, whose entries no Python code can write.
-_ROOT = ""  # the folder under test: code defined in a file there (not a test file) is the candidate's
-_TESTS: frozenset[str] = frozenset()
-_TEST_TEXT: tuple[str, ...] = ()
-# what an instance answers that an assertion takes at its word: "equal" (==, !=), "contains" (assertIn)
-_LIES = (("__eq__", True), ("__ne__", False), ("__contains__", True))
-_OPPOSITES = (("__lt__", "__gt__"), ("__le__", "__ge__"))  # never both true of one value and another
-_COMPARING = (
-    "__eq__",
-    "__ne__",
-    "__contains__",
-    "__sub__",
-    "__rsub__",
-    "__lt__",
-    "__gt__",
-    "__le__",
-    "__ge__",
-)
-_WATCHES: set[int] = set()  # ids of the comparisons ``_watch`` gave classes
-_WATCHING: list[Any] = []
-_ASKING: list[bool] = []  # a watch is asking near misses (its own questions are not asked again)
-_CAUGHT: set[int] = set()  # ids of watched classes that said "equal" to a near miss
-_PROBED: dict[tuple[Any, ...], bool] = {}  # (class, its __eq__, its __ne__[, its members]) -> equals anything
+    def always_equal() -> list[str]:
+        found: list[str] = []
+        for cls in all_classes():
+            own = cls.__dict__
+            # asked once per class and comparison (classes live on: the collector is off); a comparison
+            # attached later is asked anew, and so is a class of the code under test whose members change
+            key: tuple[Any, ...] = (id_(cls), *(id_(own.get(name)) for name in comparing))
+            inherits = inherits_comparison(cls)
+            own_code = any_(written_here(cls, own.get(name)) for name in ("__eq__", "__ne__"))
+            if inherits or any_(hasattr_(own.get(name), "__code__") for name in ("__eq__", "__ne__")):
+                # a comparison written in Python calls helpers that can be replaced (UserList's cast)
+                key += tuple_((k, id_(v)) for k, v in list_(own.items()))
+            if key not in probed:
+                probed[key] = (
+                    any_(lies_about(cls, own.get(name), lie) for name, lie in lies)
+                    or any_(ignores_operand(cls, own.get(name)) for name in ("__sub__", "__rsub__"))
+                    or any_(both_ways(cls, own.get(a), own.get(b)) for a, b in opposites)
+                    or (inherits and inherited_lies(cls))
+                )
+            if probed[key]:
+                found.append(
+                    f"{always} {getattr_(cls, '__module__', '?')}.{getattr_(cls, '__qualname__', '?')}"
+                )
+            if inherits or own_code or id_(cls) in watched:
+                found += watch(cls, own_code)
+        return found
 
+    def watch_new(cls: Any) -> None:
+        """Watch a class the moment its statement made it (the audit hook calls this, for every class
+        statement): a class made per call is compared before the next check. Only plain functions are
+        looked at (no code of the candidate's runs in the hook)."""
+        own = cls.__dict__
+        plain = [own.get(name) for name in ("__eq__", "__ne__") if type_(own.get(name)) is function_type]
+        if plain and any_(written_here(cls, member) for member in plain):
+            watch(cls, True)
 
-def _defined_in(method: object) -> str:
-    """The file that defines a comparison: its code's, through method, partial and wrapper layers; for a
-    callable object without code (``unittest.mock``'s proxies), its type's module's file."""
-    for _ in range(8):
-        inner = getattr(method, "__func__", None) or getattr(method, "func", None)
-        inner = inner or getattr(method, "__wrapped__", None)
-        if inner is None or inner is method:
-            break
-        method = inner
-    code = getattr(method, "__code__", None)
-    if code is not None:
-        return str(code.co_filename)
-    module = sys.modules.get(getattr(type(method), "__module__", ""))
-    return str(getattr(module, "__file__", "") or "")
-
-
-def _named_by_tests(cls: Any) -> bool:
-    """Whether the test files name the module that defines ``cls`` (``mock`` for ``unittest.mock``): a
-    library's always-equal helper is the tests' only when they use that library."""
-    name = str(getattr(cls, "__module__", "") or "").rsplit(".", 1)[-1]
-    return bool(name) and any(name in text for text in _TEST_TEXT)
-
-
-def _in_tests(filename: str) -> bool:
-    return os.path.isabs(filename) and os.path.realpath(filename) in _TESTS
-
-
-def _outside_root(filename: str) -> bool:
-    """An absolute path outside the folder under test (code compiled from a string has no such path);
-    remembered per path (every check asks about every class)."""
-    return _outside(filename, _ROOT)
-
-
-@functools.cache
-def _outside(filename: str, root: str) -> bool:
-    return os.path.isabs(filename) and not os.path.realpath(filename).startswith(root + os.sep)
-
-
-@functools.cache
-def _file_under_test(where: str) -> bool:
-    """A file of the code under test: in the folder under test, not a test file."""
-    return bool(where) and not _outside_root(where) and not _in_tests(where)
+    return always_equal, watch_new
 
 
 WATCHED_PROCESS = frozenset({
@@ -447,25 +534,52 @@ REVEALERS = ("inspect.py", "traceback.py")  # stdlib modules that hand a caller'
 WATCH = "watched"
 
 
-def watch(channel: Channel, root: str, tests: frozenset[str], shape: Any) -> None:
+class _Refused(Exception):
+    """What the audit hook raises to a watched comparison that asks while another is asking."""
+
+
+def watch(
+    send: Callable[[dict], None],
+    root: str,
+    tests: frozenset[str],
+    shape: Any,
+    watch_new: Callable[[Any], None],
+) -> None:
     """Install an audit hook (for the life of the process: Python code cannot remove one) that reports, as
     ``tamper``, what the code under test does beyond computing: open a test or grader file, reach a frame
     (``sys._getframe``, a traceback's or generator's frame, a frame's code, directly or through ``inspect``
     or ``traceback``), compile code itself, make code or load it from bytes, change in place what is not its
     own (a library's or test's function's code or defaults, a module's or class's class, a class's bases),
-    or start, signal or trace processes. The code under test is any code that is not the standard library,
-    a test, this harness or an installed package (``shape.Places``); an event is its doing when the nearest frame
-    outside the standard library is its own (a test helper that inspects frames while the code under test
-    is on the stack is the test's doing). Its state lives in this closure only."""
-    busy = [False]
+    add an audit hook of its own, or start, signal or trace processes. It also reports a watched comparison
+    caught saying "equal" to a near miss (``CAUGHT``), and lets one such comparison ask at a time
+    (``ASKING``). The code under test is any code that is not the standard library, a test, this harness or
+    an installed package (``shape.Places``); an event is its doing when the nearest frame outside the
+    standard library is its own (a test helper that inspects frames while the code under test is on the
+    stack is the test's doing). Its state lives in this closure only, and everything it uses is bound here
+    (a built-in or a module's name rebound later changes nothing)."""
+    busy, asking = [False], [False]
     reported: set[str] = set()
     places = _shape.Places(root, tests)  # its own: what it remembers lives in this closure only
     getframe, realpath, kind, grader = sys._getframe, os.path.realpath, places.kind, places.grader
-    # taken now: a module-level name rebound later (ours or a library's) does not change what this sees
-    std, candidate, own, label, send = _shape.STD, _shape.CANDIDATE, _own, _label, channel.send
+    of_module, trusted_class = places.of_module, shape.trusted_class
+    made_by_statement, build_class_code, class_made = (
+        shape.made_by_statement,
+        shape.build_class_code,
+        _shape.CLASS_MADE,
+    )
+    std, candidate, always = _shape.STD, _shape.CANDIDATE, ALWAYS_EQUAL
     revealers, importing, frame_attrs, process = REVEALERS, IMPORTING, FRAME_ATTRS, WATCHED_PROCESS
     made_code, changed, in_place, watched = MADE_CODE, CHANGED, IN_PLACE, WATCH
-    relpath, fsdecode, path_like = os.path.relpath, os.fsdecode, os.PathLike
+    relpath, fsdecode, watch_code, caught_event, asking_event = (
+        os.path.relpath, os.fsdecode, _WATCH_CODE, CAUGHT, ASKING,
+    )  # fmt: skip
+    isinstance_, getattr_, type_, len_, str_, int_, bool_, exception = (
+        isinstance, getattr, type, len, str, int, bool, Exception,
+    )  # fmt: skip
+    function_type, module_type, refused = types.FunctionType, types.ModuleType, _Refused
+    paths = frozenset(
+        {str, bytes, pathlib.PurePath, pathlib.PurePosixPath, pathlib.Path, pathlib.PosixPath, os.DirEntry}
+    )
 
     def culprit(innermost_only: bool, imports: bool = True) -> bool:
         """Whether the nearest frame outside the standard library is the code under test's (the event's
@@ -485,16 +599,52 @@ def watch(channel: Channel, root: str, tests: frozenset[str], shape: Any) -> Non
             first, frame = False, frame.f_back
         return False
 
+    def own(target: object) -> bool:
+        """Whether what is read or changed in place belongs to the code under test: its function, a class
+        it made, its module, or any other object (an instance may change its own class)."""
+        if isinstance_(target, function_type):
+            return kind(target.__code__.co_filename) == candidate  # type: ignore[attr-defined]
+        if isinstance_(target, type_):
+            return not trusted_class(target)
+        if isinstance_(target, module_type):
+            return of_module(target) == candidate
+        return True
+
+    def label(target: object) -> str:
+        name = getattr_(target, "__qualname__", None) or getattr_(target, "__name__", None)
+        module = getattr_(target, "__module__", None)
+        both = isinstance_(module, str_) and isinstance_(name, str_)
+        return f"{module}.{name}" if both else type_(target).__name__
+
     def hook(event: str, args: tuple) -> None:
         if busy[0]:
             return
         what = None
         busy[0] = True
         try:
-            if event == "open" and isinstance(args[0], (str, bytes, path_like)):
+            if event in (caught_event, asking_event):  # our watched comparisons' (``_watching``)
+                if getframe(1).f_code is not watch_code:
+                    if culprit(innermost_only=False):
+                        what = f"raised the harness's audit event {event}"
+                elif event == caught_event and f"{always} {args[0]}" not in reported:
+                    reported.add(f"{always} {args[0]}")
+                    send({"t": "tamper", "what": [f"{always} {args[0]}"]})
+                elif args[0] and asking[0]:
+                    raise refused  # one is asking: this is one of its questions
+                else:
+                    asking[0] = bool_(args[0])
+            elif event == class_made:  # a class statement (``shape.Shape._wrap_build_class``)
+                if getframe(1).f_code is build_class_code:
+                    made_by_statement(*args)
+                    watch_new(args[0])
+                elif culprit(innermost_only=False):
+                    what = f"raised the harness's audit event {event}"
+            elif event == "open" and type_(args[0]) in paths:  # (no code of the candidate's runs here)
                 path = realpath(fsdecode(args[0]))
                 if (path in tests or path.startswith(grader)) and culprit(innermost_only=False):
                     what = f"opened {relpath(path, root) if path in tests else path}"
+            elif event == "open" and not isinstance_(args[0], int_) and culprit(innermost_only=False):
+                what = f"opened a file through a {type_(args[0]).__name__} of its own"
             elif (event == "object.__getattr__" and args[1] in frame_attrs) or event == "sys._getframe":
                 if culprit(innermost_only=True):
                     what = f"reached a frame ({args[1] if event == 'object.__getattr__' else event})"
@@ -502,18 +652,20 @@ def watch(channel: Channel, root: str, tests: frozenset[str], shape: Any) -> Non
                 what = "compiled code itself"
             elif event in made_code and culprit(innermost_only=False, imports=False):
                 what = f"made code ({event})"
-            elif event == "object.__getattr__" and args[1] == "__code__" and not own(args[0], places, shape):
+            elif event == "object.__getattr__" and args[1] == "__code__" and not own(args[0]):
                 if culprit(innermost_only=True, imports=False):  # (a library reading one as it loads)
                     what = f"read {label(args[0])}.__code__"
-            elif event in changed and args[1] in in_place and not own(args[0], places, shape):
+            elif event in changed and args[1] in in_place and not own(args[0]):
                 if culprit(innermost_only=False, imports=False):
                     what = f"set {label(args[0])}.{args[1]}"
-            elif event in process and culprit(innermost_only=False):
+            elif (event in process or event == "sys.addaudithook") and culprit(innermost_only=False):
                 what = event
-            if what and what not in reported and len(reported) < 5:
+            if what and what not in reported and len_(reported) < 5:
                 reported.add(what)
                 send({"t": "tamper", "what": [f"{watched}: the code under test {what}"]})
-        except Exception:  # the hook must never break the run it watches
+        except refused:
+            raise
+        except exception:  # the hook must never break the run it watches
             pass
         finally:
             busy[0] = False
@@ -521,68 +673,51 @@ def watch(channel: Channel, root: str, tests: frozenset[str], shape: Any) -> Non
     sys.addaudithook(hook)
 
 
-def _own(
-    target: object,
-    places: Any,
-    shape: Any,
-    _kinds: tuple[type, type, type] = (types.FunctionType, type, types.ModuleType),
-    _candidate: str = _shape.CANDIDATE,
-) -> bool:
-    """Whether what is read or changed in place belongs to the code under test: its function, a class it
-    made, its module, or any other object (an instance may change its own class)."""
-    function, cls, module = _kinds
-    if isinstance(target, function):
-        return places.kind(target.__code__.co_filename) == _candidate  # type: ignore[attr-defined]
-    if isinstance(target, cls):
-        return not shape.trusted_class(target)
-    if isinstance(target, module):
-        return places.of_module(target) == _candidate
-    return True
-
-
-def _label(target: object) -> str:
-    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None)
-    module = getattr(target, "__module__", None)
-    return f"{module}.{name}" if isinstance(module, str) and isinstance(name, str) else type(target).__name__
-
-
 class Reporter:
-    """A pytest plugin object: streams collection, each phase's report and the end of the session."""
+    """A pytest plugin object: streams collection, each phase's report and the end of the session.
+    Pytest holds it where any code can find it (its plugin manager), and with it the channel and the
+    check: this run's residual risk, which the direct run, whose are locals, does not share."""
 
-    def __init__(self, channel: Channel, shape: Any) -> None:
-        self.channel, self.shape = channel, shape
-        self.integrity: Integrity | None = None
+    def __init__(self, send: Callable[[dict], None], integrity: Callable[[], Any]) -> None:
+        self.send, self.integrity = send, integrity
+        self.check: Callable[[], None] | None = None
+        self.modules: dict[str, types.ModuleType] = {}
 
     def pytest_sessionstart(self, session: object) -> None:
-        self.integrity = Integrity(self.shape)
+        self.check, self.modules = self.integrity()
 
     def pytest_collectreport(self, report: types.SimpleNamespace) -> None:
         if report.outcome == "failed":
-            self.channel.send({"t": "collect_error", "id": report.nodeid})
+            self.send({"t": "collect_error", "id": report.nodeid})
 
     def pytest_collection_finish(self, session: types.SimpleNamespace) -> None:
-        self.channel.send({"t": "collected", "ids": [item.nodeid for item in session.items]})
-        if self.integrity is not None:  # the code under test is imported: its classes are watched now
+        self.send({"t": "collected", "ids": [item.nodeid for item in session.items]})
+        if self.check is not None:  # the code under test is imported: its classes are watched now
             for item in session.items:  # the test modules as pytest holds them (not as named in sys.modules)
                 with contextlib.suppress(Exception):
-                    self.integrity.tests[os.path.realpath(str(item.path))] = item.module
-            self.integrity.check(self.channel)
+                    self.modules[os.path.realpath(str(item.path))] = item.module
+            self.check()
 
     def pytest_runtest_logreport(self, report: types.SimpleNamespace) -> None:
-        record = {"t": "report", "id": report.nodeid, "phase": report.when, "outcome": report.outcome}
-        self.channel.send(record)
+        self.send({"t": "report", "id": report.nodeid, "phase": report.when, "outcome": report.outcome})
 
     def pytest_runtest_logfinish(self, nodeid: str, location: object) -> None:
-        if self.integrity is not None:
-            self.integrity.check(self.channel)
+        if self.check is not None:
+            self.check()
 
     def pytest_sessionfinish(self, session: object, exitstatus: int) -> None:
-        if self.integrity is not None:
-            self.integrity.check(self.channel)
-        self.channel.send({"t": "end", "exitstatus": int(exitstatus)})
+        if self.check is not None:
+            self.check()
+        self.send({"t": "end", "exitstatus": int(exitstatus)})
 
 
-def run_pytest(channel: Channel, root: str, files: list[str], collect_only: bool, shape: Any) -> int:
+def run_pytest(
+    send: Callable[[dict], None],
+    root: str,
+    files: list[str],
+    collect_only: bool,
+    integrity: Callable[[], Any],
+) -> int:
     import pytest
 
     sys.path.append(root)
@@ -594,10 +729,14 @@ def run_pytest(channel: Channel, root: str, files: list[str], collect_only: bool
             f.write("[pytest]\naddopts =\n")
         args = ["-q", "-p", "no:cacheprovider", "-c", ini, "--rootdir", root, "--confcutdir", root]
         args += ["--collect-only"] if collect_only else []
-        return int(pytest.main([*args, *files], plugins=[Reporter(channel, shape)]))
+        return int(pytest.main([*args, *files], plugins=[Reporter(send, integrity)]))
 
 
-def run_direct(channel: Channel, root: str, files: list[str], shape: Any) -> int:
+def run_direct(
+    send: Callable[[dict], None], root: str, files: list[str], integrity: Callable[[], Any]
+) -> int:
+    """Our own runner. What it decides with (the channel, the check, the tests and their outcomes) lives
+    in its locals, which code can reach only through a frame: what the audit hook reports."""
     import unittest
 
     with contextlib.suppress(ImportError):  # watched from the start when the tests use it (pytest.raises)
@@ -607,7 +746,8 @@ def run_direct(channel: Channel, root: str, files: list[str], shape: Any) -> int
         with open(os.path.join(root, rel), encoding="utf-8") as f:
             sources[rel] = f.read()
     sys.path.append(root)
-    integrity = Integrity(shape)
+    check, modules = integrity()
+    call, outcome_of, tests_of, case = _call, _outcome, _tests_of, unittest.TestCase
     tests: list[tuple[str, Any]] = []
     for rel, source in sources.items():
         path = os.path.join(root, rel)
@@ -620,23 +760,23 @@ def run_direct(channel: Channel, root: str, files: list[str], shape: Any) -> int
         try:
             exec(compile(source, path, "exec"), module.__dict__)
         except BaseException:  # an import failure fails the file's tests, whatever it is
-            channel.send({"t": "collect_error", "id": rel})
+            send({"t": "collect_error", "id": rel})
             continue
-        integrity.tests[os.path.realpath(path)] = module
-        tests += _tests_of(rel, module, unittest.TestCase)
-    channel.send({"t": "collected", "ids": [test_id for test_id, _ in tests]})
-    integrity.check(channel)  # the code under test is imported: its classes are watched now
+        modules[os.path.realpath(path)] = module
+        tests += tests_of(rel, module, case)
+    send({"t": "collected", "ids": [test_id for test_id, _ in tests]})
+    check()  # the code under test is imported: its classes are watched now
     failed = 0
     ready: dict[type, bool] = {}
     for test_id, target in tests:
-        outcome = _call(target, ready, unittest)
+        outcome = call(target, ready, case)
         failed += outcome == "failed"
-        channel.send({"t": "report", "id": test_id, "phase": "call", "outcome": outcome})
-        integrity.check(channel)
+        send({"t": "report", "id": test_id, "phase": "call", "outcome": outcome})
+        check()
     for cls in ready:
-        _outcome(getattr(cls, "tearDownClass", lambda: None))
-    integrity.check(channel)
-    channel.send({"t": "end", "exitstatus": int(failed > 0)})
+        outcome_of(getattr(cls, "tearDownClass", lambda: None))
+    check()
+    send({"t": "end", "exitstatus": int(failed > 0)})
     return int(failed > 0)
 
 
@@ -657,11 +797,11 @@ def _tests_of(rel: str, module: types.ModuleType, case: Any) -> list[tuple[str, 
     return found
 
 
-def _call(target: Any, ready: dict[type, bool], unittest: types.ModuleType) -> str:
+def _call(target: Any, ready: dict[type, bool], base: Any) -> str:
     if isinstance(target, types.FunctionType):
         return _outcome(target)
     cls, method = target
-    if not issubclass(cls, unittest.TestCase):
+    if not issubclass(cls, base):
         return _outcome(lambda: getattr(cls(), method)())
     if cls not in ready:
         ready[cls] = _outcome(getattr(cls, "setUpClass", lambda: None)) == "passed"
@@ -686,32 +826,40 @@ def _call(target: Any, ready: dict[type, bool], unittest: types.ModuleType) -> s
     return outcome
 
 
-def _outcome(call: Callable[[], object]) -> str:
+def _outcome(
+    call: Callable[[], object], _exception: type[BaseException] = BaseException, _type: type = type
+) -> str:
+    """A test's outcome; what it uses after the test has run is bound in its defaults."""
     try:
         call()
-    except BaseException as exc:  # SystemExit and the like fail the test, as under pytest
-        return "skipped" if type(exc).__name__ in ("SkipTest", "Skipped") else "failed"
+    except _exception as exc:  # SystemExit and the like fail the test, as under pytest
+        return "skipped" if _type(exc).__name__ in ("SkipTest", "Skipped") else "failed"
     return "passed"
 
 
 def main(argv: list[str]) -> int:
-    channel = Channel()
+    send = _open_channel()
     mode, root, files = argv[1], argv[2], argv[3:]
     os.chdir(root)
-    global _ROOT, _TESTS, _TEST_TEXT
-    _ROOT = os.path.realpath(root)
-    _TESTS = frozenset(os.path.realpath(os.path.join(root, rel)) for rel in files)
+    root = os.path.realpath(root)
+    tests = frozenset(os.path.realpath(os.path.join(root, rel)) for rel in files)
     sources = {}
-    for path in _TESTS:
+    for path in tests:
         with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as f:
             sources[path] = f.read()
-    _TEST_TEXT = tuple(sources.values())
-    shape = _shape.Shape(_shape.Places(_ROOT, _TESTS), sources)  # imports the tests' libraries
-    if mode != "collect":  # candidate code runs from here on
-        watch(channel, _ROOT, _TESTS, shape)
+    if mode == "collect":  # the pristine tests and the reference: no candidate code runs, nothing to check
+        return run_pytest(send, root, files, True, lambda: (lambda: None, {}))
+    places = _shape.Places(root, tests)
+    shape = _shape.Shape(places, sources)  # imports the tests' libraries
+    always_equal, watch_new = _comparisons(root, tests, tuple(sources.values()), shape.trusted_class)
+    watch(send, root, tests, shape, watch_new)  # candidate code runs from here on
+
+    def integrity() -> tuple[Callable[[], None], dict[str, types.ModuleType]]:
+        return _integrity(shape, places, always_equal, send)
+
     if mode == "direct":
-        return run_direct(channel, root, files, shape)
-    return run_pytest(channel, root, files, collect_only=mode == "collect", shape=shape)
+        return run_direct(send, root, files, integrity)
+    return run_pytest(send, root, files, False, integrity)
 
 
 if __name__ == "__main__":

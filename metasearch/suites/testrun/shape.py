@@ -33,9 +33,11 @@ import os
 import sys
 import sysconfig
 import types
+from collections.abc import Callable
 from typing import Any
 
 STD, TRUSTED, TEST, CANDIDATE = "std", "trusted", "test", "candidate"
+CLASS_MADE = "metasearch.harness.class"  # the audit event the wrapped ``__build_class__`` raises
 SHAPE = "tests changed"  # the prefix of this module's findings (verdict.py names the class by it)
 # names the interpreter, ``abc``, ``typing`` and unittest's/pytest's class decorators give a class
 MADE_FOR_A_CLASS = frozenset({
@@ -93,12 +95,16 @@ class Places:
         return self._kinds[0] if not isinstance(where, str) else self.kind(where)  # built in, or frozen
 
 
+_CLASS_DICT = vars(type)["__dict__"].__get__  # a class's namespace (a live view)
+_MODULE_DICT = vars(types.ModuleType)["__dict__"].__get__
+
+
 class Snapshot:
     """Identities of the module-level callables and classes' members of every module that is not the code
     under test's or a test file, compared a holder at a time."""
 
-    def __init__(self, places: Places) -> None:
-        self.places = places
+    def __init__(self, places: Places, cells: tuple[types.CellType, ...] = ()) -> None:
+        self.places, self.cells = places, cells  # cells: of a function any code reaches (ours)
         self.modules: dict[str, tuple[types.ModuleType, type]] = {}
         self.holders: list[tuple[str, Any, tuple[str, ...], tuple[Any, ...]]] = []
         self.take_new()
@@ -120,19 +126,9 @@ class Snapshot:
                     self._hold(f"{name}.{key}", value, list(vars(value)))
 
     def _hold(self, label: str, holder: Any, keys: list[str]) -> None:
-        now = vars(holder)
-        self.holders.append((label, holder, tuple(keys), tuple(map(now.get, keys))))
-
-    def moved(self) -> list[str]:
-        found = []
-        for name, (module, kind) in self.modules.items():
-            if sys.modules.get(name) is not module or type(module) is not kind:
-                found.append(f"sys.modules[{name!r}]")
-        for label, holder, keys, values in self.holders:
-            current = tuple(map(vars(holder).get, keys))
-            if not all(map(operator.is_, current, values)):
-                found += [f"{label}.{k}" for k, a, b in zip(keys, current, values, strict=True) if a is not b]
-        return found
+        # the namespace itself, through the built-in descriptor (a metaclass's ``__dict__`` cannot stand in)
+        space = _CLASS_DICT(holder) if isinstance(holder, type) else _MODULE_DICT(holder)
+        self.holders.append((label, space, tuple(keys), tuple(map(space.get, keys))))
 
 
 class _Body:
@@ -262,18 +258,25 @@ class Shape:
             return _MISSING
 
     def _wrap_build_class(self) -> None:
-        """Record every class statement's class and body code; whose it is, is decided at the next check.
-        The wrapper's closure, which any code can reach, holds nothing but that list: a record forged into
-        it needs a code object of a test's or a library's, and reading one is what the audit hook reports."""
-        original, born = builtins.__build_class__, self.born
+        """Raise the audit event ``CLASS_MADE`` (class, body function) for every class statement, whose
+        hook records it (``born``: whose it is, is decided at the next check) and watches a class of the
+        code under test's comparisons before any of its instances exists. The wrapper, which any code can
+        reach, holds nothing but what it calls, and the snapshot holds its cells (``cells``)."""
+        original, audit, event = builtins.__build_class__, sys.audit, CLASS_MADE
 
         def build_class(func: Any, name: str, *bases: Any, **keywords: Any) -> Any:
             cls = original(func, name, *bases, **keywords)
-            if isinstance(cls, type) and type(func) is types.FunctionType:
-                born.append((cls, func.__code__))  # a code object: reading one is what the audit hook reports
+            audit(event, cls, func)
             return cls
 
+        self.build_class_code = build_class.__code__
+        self.cells = build_class.__closure__ or ()
         builtins.__build_class__ = build_class  # type: ignore[assignment]
+
+    def made_by_statement(self, cls: Any, func: Any) -> None:
+        """The audit hook's record of a class statement (its class and body function)."""
+        if isinstance(cls, type) and type(func) is types.FunctionType:
+            self.born.append((cls, func.__code__))
 
     def _sort_born(self) -> None:
         """Classes made by class statements outside the code under test (with the test file's path, for a
@@ -418,6 +421,34 @@ class Shape:
                 return os.path.realpath(code.co_filename) == path
             value = vars(value).get("__wrapped__")
         return False
+
+
+def holding(snapshot: Snapshot) -> Callable[[], list[str]]:
+    """``moved()``: the names of the snapshot's holders (and ``sys.modules`` entries) that no longer hold
+    what they held. A closure that looks up no name when it runs: every built-in and library function it
+    calls is bound here, so code that rebinds one (``operator.is_``, ``builtins.all``, this module's
+    ``Snapshot.moved``) cannot blind the check that reports the rebinding."""
+    modules, holders, live, cells = snapshot.modules, snapshot.holders, sys.modules, snapshot.cells
+    held = tuple(cell.cell_contents for cell in cells)
+    tuple_, list_, map_, all_, zip_, type_, is_ = tuple, list, map, all, zip, type, operator.is_
+
+    def moved() -> list[str]:
+        found = []
+        for name, (module, kind) in list_(modules.items()):
+            if live.get(name) is not module or type_(module) is not kind:
+                found.append(f"sys.modules[{name!r}]")
+        for label, space, keys, values in holders:
+            current = tuple_(map_(space.get, keys))
+            if not all_(map_(is_, current, values)):
+                found += [
+                    f"{label}.{k}" for k, a, b in zip_(keys, current, values, strict=True) if a is not b
+                ]
+        for cell, value in zip_(cells, held, strict=True):
+            if cell.cell_contents is not value:
+                found.append("builtins.__build_class__'s own names")
+        return found
+
+    return moved
 
 
 def _changed(label: str, holder: Any, names: dict[str, Any]) -> list[str]:
