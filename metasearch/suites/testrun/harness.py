@@ -28,8 +28,9 @@ way is also watched with its real instances (``_watching``), from its class stat
 collector is off, so a class made per call lives until it is checked. Both also install an audit hook (``watch``) before
 candidate code runs, which reports the code under test opening a test or grader file, reaching a frame,
 compiling or making code itself, changing in place a function, class or module that is not its own
-(``__code__``, ``__defaults__``, ``__class__``, ``__bases__``), adding an audit hook, or starting,
-signalling or tracing processes. The session ends with an ``end`` record; a run without it ended early.
+(``__code__``, ``__defaults__``, ``__class__``, ``__bases__``), adding an audit hook, reading the process's
+memory or descriptors, calling through ctypes, or starting, signalling or tracing processes; a signal
+handler it installs is given no frame (``_guarded``: a frame leads to every caller's locals). The session ends with an ``end`` record; a run without it ended early.
 
 What decides lives where candidate code cannot reach without a step the audit hook reports: the channel,
 the check, its memo and what it compares with are the runners' locals and closures built by ``main``
@@ -44,12 +45,17 @@ doing that.
 
 from __future__ import annotations
 
+import _imp
+import _signal
+import _thread
 import contextlib
 import gc
+import importlib.machinery
 import json
 import os
 import pathlib
 import secrets
+import signal
 import sys
 import tempfile
 import types
@@ -100,7 +106,7 @@ def _open_channel() -> Callable[[dict], None]:
 
 
 def _integrity(
-    shape: Any, places: Any, always_equal: Callable[[], list[str]], send: Callable[[dict], None]
+    shape: Any, places: Any, always_equal: Callable[[], tuple[list[str], bool]], send: Callable[[dict], None]
 ) -> tuple[Callable[[], None], dict[str, types.ModuleType]]:
     """The check the runners make after collection, after every test and at the end, and the dict they
     put the test modules into (path -> module, as the runner holds them). The check reports, once, as
@@ -125,8 +131,9 @@ def _integrity(
         found = moved()
         if not found:
             take_new()
-            found = check_shape(modules) + always_equal()
-            found += moved()
+            liars, asked = always_equal()
+            found = check_shape(modules) + liars
+            found += moved() if asked else []  # the code under test ran in between
         if found:
             reported[0] = True
             send({"t": "tamper", "what": found[:5]})
@@ -177,61 +184,131 @@ def _near_misses(
     return found
 
 
+def _far_from(
+    other: Any,
+    _token_hex: Callable[[int], str] = _token_hex,
+    _type: type = type,
+    _object: type = object,
+    _int: type = int,
+    _tuple: type = tuple,
+    _list: type = list,
+    _len: Callable[[Any], int] = len,
+    _str: type = str,
+    _float: type = float,
+) -> list[Any]:
+    """Values no container holds unless it holds everything: a new object, and for a string, a number or a
+    tuple of the built-in types (exactly) the same with 16 random letters more, moved by more than 2**62, or
+    with an element a new object (a near value could honestly be in a range)."""
+    token = _token_hex(8)
+    found: list[Any] = [_object()]
+    kind = _type(other)
+    if kind is _str:
+        found.append(other + token)
+    elif kind is _int or kind is _float:
+        found.append(other + 2**62 + _int(token, 16))
+    elif kind is _tuple and other:
+        changed = _list(other)
+        changed[_int(token, 16) % _len(changed)] = _object()
+        found.append(_tuple(changed))
+    return found
+
+
 CAUGHT = "metasearch.harness.caught"  # the audit event a watched comparison raises when it is caught
-ASKING = "metasearch.harness.asking"  # ... before and after it asks near misses (the hook refuses a second)
+ASKING = "metasearch.harness.asking"  # ... before and after it asks its questions (the hook refuses a second)
+# what each watched method is asked: (its kind, the method that must not agree with it about one value)
+_WATCHED = {
+    "__eq__": ("eq", ""), "__ne__": ("ne", ""), "__contains__": ("contains", ""),
+    "__lt__": ("order", "__ge__"), "__gt__": ("order", "__le__"), "__le__": ("order", "__gt__"),
+    "__ge__": ("order", "__lt__"), "__sub__": ("sub", ""), "__rsub__": ("rsub", ""),
+}  # fmt: skip
 
 
-def _watching(inherited: Any, lie: bool, label: str) -> Callable[[Any, Any], Any]:
-    """A comparison for a class (its own, or one it inherits written in Python) that first asks
-    ``inherited``, with the same instance (its real state, when the tests compare it), about near misses of
-    the other value and that value, in a random order, then asks the question it was given. An equality is
-    transitive: one that says "equal" to the value and to a near miss ("equal" to ``5`` and to ``5 + 1900``;
-    to ``[1, 2]`` and to ``[1, <a new object>]``) equals whatever it is shown, however it tells the harness's
-    probes from a test's value; asking first defeats one that takes the first value it is shown for its own.
-    Caught, it raises the audit event ``CAUGHT``, which the audit hook reports.
+def _watching(inherited: Any, name: str, label: str) -> Callable[[Any, Any], Any]:
+    """A method for a class (its own, or one it inherits written in Python) that asks ``inherited`` the
+    question it was given, with the same instance (its real state, when the tests ask it), after questions
+    whose answers an honest one cannot give together with "yes" to that one:
 
-    It holds nothing but its defaults (a tuple: replacing them, or its code, is what the audit hook
-    reports); it has no closure. While one asks, the others do not (the hook refuses ``ASKING``)."""
+    - ``__eq__``/``__ne__``: the other value and near misses of it, in a random order. An equality is
+      transitive: one that says "equal" to the value and to a near miss ("equal" to ``5`` and to
+      ``5 + 1900``; to ``[1, 2]`` and to ``[1, <a new object>]``) equals whatever it is shown, however it
+      tells the harness's probes from a test's value; asking first defeats one that takes the first value it
+      is shown for its own.
+    - ``__contains__``: values no container holds (``_far_from``), and for a subclass of a built-in
+      container, what its storage holds.
+    - an order (``__lt__``, ...): the contradicting order about the same value (``x < a`` and ``x >= a``).
+    - ``__sub__``/``__rsub__``: the same difference from the value moved by a random whole number, which
+      must move the difference by that much (a tolerance check takes a difference at its word).
+
+    Caught, it raises the audit event ``CAUGHT``, which the audit hook reports. It holds nothing but its
+    defaults (a tuple: replacing them, or its code, is what the audit hook reports); it has no closure.
+    While one asks, the others do not (the hook refuses ``ASKING``)."""
+    kind, opposite = _WATCHED[name]
 
     def compare(
         self: Any,
         other: Any,
         _inherited: Any = inherited,
-        _lie: bool = lie,
+        _kind: str = kind,
+        _opposite: str = opposite,
         _label: str = label,
         _near: Callable[[Any], list[Any]] = _near_misses,
+        _far: Callable[[Any], list[Any]] = _far_from,
         _audit: Callable[..., None] = sys.audit,
         _exception: type[BaseException] = BaseException,
         _asking: str = ASKING,
         _caught: str = CAUGHT,
+        _builtins: tuple[Any, ...] = (type, getattr, float, abs, int, _token_hex),
+        _storage: tuple[type, ...] = (list, tuple, set, frozenset, dict, str),
     ) -> Any:
         try:
             _audit(_asking, True)
         except _exception:  # another is asking: this is one of its questions
             return _inherited(self, other)
-        lied = False
+        type_, getattr_, float_, abs_, int_, token_hex = _builtins
+        lied, answer = False, _kind != "ne"  # the answer that takes an assertion at its word
         try:
-            for question in _near(other):
-                try:
-                    lied = (_inherited(self, question) is _lie and question is not other) or lied
-                except _exception:  # refusing a value is not saying "equal" to it
-                    continue
+            if _kind == "eq" or _kind == "ne":
+                for question in _near(other):
+                    try:
+                        lied = (_inherited(self, question) is answer and question is not other) or lied
+                    except _exception:  # refusing a value is not saying "equal" to it
+                        continue
+            elif _kind == "contains":
+                for question in _far(other):
+                    try:
+                        lied = _inherited(self, question) is True or lied
+                    except _exception:
+                        continue
+                for base in type_(self).__mro__:
+                    if base in _storage:  # a built-in container's storage says what it holds
+                        lied = lied or (
+                            _inherited(self, other) is True and not base.__contains__(self, other)
+                        )
+                        break
+            elif _kind == "order":
+                lied = getattr_(type_(self), _opposite)(self, other) is True
+            elif type_(other) is int_ or type_(other) is float_:  # a difference
+                shift = 1000 + int_(token_hex(2), 16)
+                moved = float_(_inherited(self, other)) - float_(_inherited(self, other + shift))
+                lied = abs_(moved - (shift if _kind == "sub" else -shift)) > 1e-6 * shift
+        except _exception:  # a question it cannot answer is no answer
+            pass
         finally:
             _audit(_asking, False)
         said = _inherited(self, other)
-        if lied and said is _lie:
+        if lied and (said is answer or _kind == "sub" or _kind == "rsub"):
             _audit(_caught, _label)
         return said
 
     return compare
 
 
-_WATCH_CODE = _watching(None, True, "").__code__  # every watched comparison runs this code
+_WATCH_CODE = _watching(None, "__eq__", "").__code__  # every watched comparison runs this code
 
 
 def _comparisons(
     root: str, tests: frozenset[str], text: tuple[str, ...], trusted_class: Callable[[Any], bool]
-) -> tuple[Callable[[], list[str]], Callable[[Any], None]]:
+) -> tuple[Callable[[], tuple[list[str], bool]], Callable[[Any], None]]:
     """``always_equal()``: the live classes (known before the code under test ran or not) whose own
     ``__eq__`` says an instance equals a value made up just now (a fresh object, a random string, number or
     list), whose own ``__ne__`` says it differs from none of them, whose own subtraction ignores its
@@ -259,26 +336,27 @@ def _comparisons(
     type_setattr = type.__setattr__
     lies = (("__eq__", True), ("__ne__", False), ("__contains__", True))
     opposites = (("__lt__", "__gt__"), ("__le__", "__ge__"))  # never both true of one value and another
-    comparing = (
-        "__eq__",
-        "__ne__",
-        "__contains__",
-        "__sub__",
-        "__rsub__",
-        "__lt__",
-        "__gt__",
-        "__le__",
-        "__ge__",
-    )
-    probed: dict[tuple[Any, ...], bool] = {}  # (class, its comparisons[, its members]) -> equals anything
+    comparing = tuple_(_WATCHED)  # __eq__, __ne__, __contains__, the orders, __sub__, __rsub__
+    outside: dict[str, bool] = {}  # per path
+    testing: dict[str, bool] = {}
+    probed: dict[
+        tuple[Any, ...], tuple[bool, bool]
+    ] = {}  # (class, its comparisons[, members]) -> (lies, ours)
     watched: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(class) -> (class, the comparisons given it)
 
     def outside_root(filename: str) -> bool:
-        """An absolute path outside the folder under test (code compiled from a string has no such path)."""
-        return isabs(filename) and not realpath(filename).startswith(root + sep)
+        """An absolute path outside the folder under test (code compiled from a string has no such path);
+        remembered per path (every check asks about every class)."""
+        found = outside.get(filename)
+        if found is None:
+            found = outside[filename] = isabs(filename) and not realpath(filename).startswith(root + sep)
+        return found
 
     def in_tests(filename: str) -> bool:
-        return isabs(filename) and realpath(filename) in tests
+        found = testing.get(filename)
+        if found is None:
+            found = testing[filename] = isabs(filename) and realpath(filename) in tests
+        return found
 
     def file_under_test(where: str) -> bool:
         return bool_(where) and not outside_root(where) and not in_tests(where)
@@ -346,9 +424,11 @@ def _comparisons(
             except exception:
                 continue
 
+    def unwrapped(method: Any) -> Any:
+        """The candidate's own method that our watch asks, in place of the watch."""
+        return method.__defaults__[0] if ours(method) and code_under_test(method.__defaults__[0]) else method
+
     def lies_about(cls: Any, method: Any, lie: bool, probes: tuple[Any, ...] = ()) -> bool:
-        if ours(method) and code_under_test(method.__defaults__[0]):
-            method = method.__defaults__[0]  # the candidate's own, which our watch asks
         if method is None or isinstance_(method, descriptors) or ours(method):
             return False  # absent, a built-in type's own comparison, or our watch
         where = defined_in(method)
@@ -452,9 +532,9 @@ def _comparisons(
         return False
 
     def watch(cls: Any, own_code: bool) -> list[str]:
-        """Give ``cls`` watched comparisons (``_watching``) in place of its own (``own_code``: its own are
-        the code under test's) or of those it inherits; one the class lost since (its own put back over
-        ours) is reported. Classes that appear later are watched at the next check: the first comparisons
+        """Give ``cls`` watched comparisons (``_watching``) in place of its own (``own_code``: some of its
+        own are the code under test's: each of those, of ``comparing``) or of the ``__eq__``/``__ne__`` it
+        inherits; one the class lost since (its own put back over ours) is reported. Classes that appear later are watched at the next check: the first comparisons
         of a class made and used within one test go unwatched (their made-up instance is probed)."""
         label = f"{getattr_(cls, '__module__', '?')}.{getattr_(cls, '__qualname__', '?')}"
         given = watched.get(id_(cls), (cls, {}))[1]
@@ -463,68 +543,102 @@ def _comparisons(
             for name in given
             if cls.__dict__.get(name) is not given[name]
         ]
-        for name, lie in (("__eq__", True), ("__ne__", False)):
+        for name in comparing:
             if name in given:
                 continue
             own = cls.__dict__.get(name)
-            if own_code and own is not None and code_under_test(own) and hasattr_(own, "__get__"):
+            if own_code and own is not None and written_here(cls, own) and hasattr_(own, "__get__"):
                 compared = own
-            elif (base := inherited(cls, name)) is not None:
+            elif name in ("__eq__", "__ne__") and (base := inherited(cls, name)) is not None:
                 compared = base.__dict__[name]
             else:
                 continue
             try:
-                type_setattr(cls, name, watching(compared, lie, label))
+                type_setattr(cls, name, watching(compared, name, label))
             except exception:
                 continue  # a class that takes no attribute
             given[name] = cls.__dict__.get(name)
         watched[id_(cls)] = (cls, given)
         return found
 
-    def always_equal() -> list[str]:
+    def always_equal() -> tuple[list[str], bool]:
         found: list[str] = []
+        asked = False  # whether a class's own code was asked (the code under test may have run)
         for cls in all_classes():
-            own = cls.__dict__
+            raw = cls.__dict__
             # asked once per class and comparison (classes live on: the collector is off); a comparison
             # attached later is asked anew, and so is a class of the code under test whose members change
-            key: tuple[Any, ...] = (id_(cls), *(id_(own.get(name)) for name in comparing))
+            key: tuple[Any, ...] = (id_(cls), *(id_(raw.get(name)) for name in comparing))
             inherits = inherits_comparison(cls)
-            own_code = any_(written_here(cls, own.get(name)) for name in ("__eq__", "__ne__"))
-            if inherits or any_(hasattr_(own.get(name), "__code__") for name in ("__eq__", "__ne__")):
+            if inherits or any_(hasattr_(raw.get(name), "__code__") for name in ("__eq__", "__ne__")):
                 # a comparison written in Python calls helpers that can be replaced (UserList's cast)
-                key += tuple_((k, id_(v)) for k, v in list_(own.items()))
+                key += tuple_((k, id_(v)) for k, v in list_(raw.items()) if k not in comparing)
             if key not in probed:
+                asked = True
+                own = {name: unwrapped(raw.get(name)) for name in comparing}
                 probed[key] = (
-                    any_(lies_about(cls, own.get(name), lie) for name, lie in lies)
-                    or any_(ignores_operand(cls, own.get(name)) for name in ("__sub__", "__rsub__"))
-                    or any_(both_ways(cls, own.get(a), own.get(b)) for a, b in opposites)
-                    or (inherits and inherited_lies(cls))
+                    any_(lies_about(cls, own[name], lie) for name, lie in lies)
+                    or any_(ignores_operand(cls, own[name]) for name in ("__sub__", "__rsub__"))
+                    or any_(both_ways(cls, own[a], own[b]) for a, b in opposites)
+                    or (inherits and inherited_lies(cls)),
+                    any_(written_here(cls, own[name]) for name in comparing),
                 )
-            if probed[key]:
+            said, own_code = probed[key]
+            if said:
                 found.append(
                     f"{always} {getattr_(cls, '__module__', '?')}.{getattr_(cls, '__qualname__', '?')}"
                 )
             if inherits or own_code or id_(cls) in watched:
                 found += watch(cls, own_code)
-        return found
+        return found, asked
 
     def watch_new(cls: Any) -> None:
         """Watch a class the moment its statement made it (the audit hook calls this, for every class
         statement): a class made per call is compared before the next check. Only plain functions are
         looked at (no code of the candidate's runs in the hook)."""
         own = cls.__dict__
-        plain = [own.get(name) for name in ("__eq__", "__ne__") if type_(own.get(name)) is function_type]
+        plain = [own.get(name) for name in comparing if type_(own.get(name)) is function_type]
         if plain and any_(written_here(cls, member) for member in plain):
             watch(cls, True)
 
     return always_equal, watch_new
 
 
+GUARDED = "metasearch.harness.guarded"  # the audit event a guard (``_guarded``) raises for each call
+
+
+def _guarded(name: str) -> Callable[..., Any]:
+    """A stand-in for a built-in function whose original only the audit hook holds (``_signal.signal``,
+    ``_imp.create_builtin``, ``_imp.exec_builtin``): it raises ``GUARDED`` with its arguments and a box,
+    and the hook calls the original, or refuses, and puts the outcome in the box. Nothing reachable holds
+    the original, so code cannot call it past the hook."""
+
+    def guard(
+        *args: Any, _name: str = name, _audit: Callable[..., None] = sys.audit, _event: str = GUARDED
+    ) -> Any:
+        box: list[tuple[bool, Any]] = []
+        _audit(_event, _name, args, box)
+        if not box:
+            raise PermissionError(f"harness: {_name}{args!r} refused")
+        done, value = box[0]
+        if done:
+            return value
+        raise value
+
+    return guard
+
+
+_GUARD_CODE = _guarded("").__code__
+
+
 WATCHED_PROCESS = frozenset({
     "os.fork", "os.forkpty", "os.kill", "os.killpg", "os.exec", "os.posix_spawn", "os.spawn", "os.system",
     "subprocess.Popen", "pty.spawn", "ctypes.dlopen", "ctypes.dlsym", "ctypes.addressof", "sys.settrace",
     "sys.setprofile", "sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+    "sys._setprofileallthreads", "sys._settraceallthreads", "sys.monitoring.register_callback",
+    "ctypes.call_function", "ctypes.cdata", "ctypes.cdata/buffer", "ctypes.string_at", "ctypes.wstring_at",
 })  # fmt: skip
+PROC_SECRETS = frozenset({"mem", "maps", "pagemap", "fd", "fdinfo"})  # /proc/<pid>/...: memory, descriptors
 MADE_CODE = frozenset({"code.__new__", "marshal.loads", "marshal.load", "function.__new__"})
 CHANGED = frozenset({"object.__setattr__", "object.__delattr__"})
 IN_PLACE = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__class__", "__bases__"})
@@ -550,14 +664,17 @@ def watch(
     (``sys._getframe``, a traceback's or generator's frame, a frame's code, directly or through ``inspect``
     or ``traceback``), compile code itself, make code or load it from bytes, change in place what is not its
     own (a library's or test's function's code or defaults, a module's or class's class, a class's bases),
-    add an audit hook of its own, or start, signal or trace processes. It also reports a watched comparison
-    caught saying "equal" to a near miss (``CAUGHT``), and lets one such comparison ask at a time
-    (``ASKING``). The code under test is any code that is not the standard library, a test, this harness or
+    add an audit hook of its own, read the process's memory or descriptors (``/proc/self/mem``, ``fd``),
+    call through ctypes, profile or trace every thread, or start, signal or trace processes. It also reports
+    a watched comparison caught saying "equal" to a near miss (``CAUGHT``), lets one such comparison ask at a
+    time (``ASKING``), and serves the guards (``GUARDED``): it alone holds ``_signal.signal``,
+    ``_imp.create_builtin`` and ``_imp.exec_builtin``, whose modules hold guards from here on. The code under test is any code that is not the standard library, a test, this harness or
     an installed package (``shape.Places``); an event is its doing when the nearest frame outside the
     standard library is its own (a test helper that inspects frames while the code under test is on the
     stack is the test's doing). Its state lives in this closure only, and everything it uses is bound here
     (a built-in or a module's name rebound later changes nothing)."""
-    busy, asking = [False], [False]
+    busy: set[int] = set()  # the threads in the hook (another thread's events are its own)
+    asking, ident, getpid, pid = [False], _thread.get_ident, os.getpid, os.getpid()
     reported: set[str] = set()
     places = _shape.Places(root, tests)  # its own: what it remembers lives in this closure only
     getframe, realpath, kind, grader = sys._getframe, os.path.realpath, places.kind, places.grader
@@ -569,7 +686,14 @@ def watch(
     )
     std, candidate, always = _shape.STD, _shape.CANDIDATE, ALWAYS_EQUAL
     revealers, importing, frame_attrs, process = REVEALERS, IMPORTING, FRAME_ATTRS, WATCHED_PROCESS
-    made_code, changed, in_place, watched = MADE_CODE, CHANGED, IN_PLACE, WATCH
+    made_code, changed, in_place, watched, proc_secrets, any_ = (
+        MADE_CODE,
+        CHANGED,
+        IN_PLACE,
+        WATCH,
+        PROC_SECRETS,
+        any,
+    )
     relpath, fsdecode, watch_code, caught_event, asking_event = (
         os.path.relpath, os.fsdecode, _WATCH_CODE, CAUGHT, ASKING,
     )  # fmt: skip
@@ -577,15 +701,32 @@ def watch(
         isinstance, getattr, type, len, str, int, bool, Exception,
     )  # fmt: skip
     function_type, module_type, refused = types.FunctionType, types.ModuleType, _Refused
+    callable_, module_spec, guard_code, guarded_event = (
+        callable,
+        importlib.machinery.ModuleSpec,
+        _GUARD_CODE,
+        GUARDED,
+    )
+    # the originals live here only; their modules hold guards (taken before the snapshot, which holds them)
+    originals = {
+        "signal": _signal.signal,
+        "create_builtin": _imp.create_builtin,
+        "exec_builtin": _imp.exec_builtin,
+    }
+    allowed_builtin = frozenset(sys.builtin_module_names) - {"_signal", "_imp"}
+    _signal.signal = _guarded("signal")
+    signal.signal.__wrapped__ = _signal.signal  # type: ignore[attr-defined]
+    _imp.create_builtin, _imp.exec_builtin = _guarded("create_builtin"), _guarded("exec_builtin")
     paths = frozenset(
         {str, bytes, pathlib.PurePath, pathlib.PurePosixPath, pathlib.Path, pathlib.PosixPath, os.DirEntry}
     )
 
-    def culprit(innermost_only: bool, imports: bool = True) -> bool:
+    def culprit(innermost_only: bool, imports: bool = True, depth: int = 2) -> bool:
         """Whether the nearest frame outside the standard library is the code under test's (the event's
         own frame, when ``innermost_only``, unless that is ``inspect`` or ``traceback`` working for it;
-        not through the import system, unless ``imports``: a library module doing so as it loads)."""
-        frame: types.FrameType | None = getframe(2)
+        not through the import system, unless ``imports``: a library module doing so as it loads).
+        ``depth``: the event's frame (past this function's and the hook's, and a guard's)."""
+        frame: types.FrameType | None = getframe(depth)
         first = True
         while frame is not None:
             name = frame.f_code.co_filename
@@ -598,6 +739,29 @@ def watch(
                 return False
             first, frame = False, frame.f_back
         return False
+
+    def guarded(name: str, call: tuple, box: list) -> str | None:
+        """Call a guarded original for its guard. A signal handler the code under test installs is given
+        no frame (a frame leads to every caller's locals, which a handler could read and, from Python 3.13,
+        write); the code under test making ``_signal`` or ``_imp`` again (to get the originals back) is
+        refused."""
+        by_candidate = culprit(innermost_only=False, depth=4)
+        if name == "signal" and by_candidate and len_(call) == 2 and callable_(call[1]):
+            handler = call[1]
+            call = (call[0], lambda signum, frame, _handler=handler: _handler(signum, None))
+        elif name != "signal" and by_candidate and len_(call) == 1:
+            made = getattr_(call[0], "name", None) if type_(call[0]) is module_spec else None
+            made = made if made is not None or type_(call[0]) is not module_type else call[0].__name__
+            if made not in allowed_builtin:
+                return f"made the module {made} again ({name})"
+        serve(name, call, box)
+        return None
+
+    def serve(name: str, call: tuple, box: list) -> None:
+        try:
+            box.append((True, originals[name](*call)))
+        except exception as exc:
+            box.append((False, exc))
 
     def own(target: object) -> bool:
         """Whether what is read or changed in place belongs to the code under test: its function, a class
@@ -617,10 +781,13 @@ def watch(
         return f"{module}.{name}" if both else type_(target).__name__
 
     def hook(event: str, args: tuple) -> None:
-        if busy[0]:
+        thread = ident()
+        if thread in busy:  # this thread's event, raised by the hook's own work
+            if event == guarded_event and getframe(1).f_code is guard_code:
+                serve(*args)  # a built-in module whose making makes another (``_elementtree``: ``pyexpat``)
             return
         what = None
-        busy[0] = True
+        busy.add(thread)
         try:
             if event in (caught_event, asking_event):  # our watched comparisons' (``_watching``)
                 if getframe(1).f_code is not watch_code:
@@ -633,15 +800,24 @@ def watch(
                     raise refused  # one is asking: this is one of its questions
                 else:
                     asking[0] = bool_(args[0])
+            elif event == guarded_event:  # a guard's call (``_guarded``)
+                if getframe(1).f_code is not guard_code:
+                    if culprit(innermost_only=False):
+                        what = f"raised the harness's audit event {event}"
+                else:
+                    what = guarded(*args)
             elif event == class_made:  # a class statement (``shape.Shape._wrap_build_class``)
                 if getframe(1).f_code is build_class_code:
                     made_by_statement(*args)
                     watch_new(args[0])
                 elif culprit(innermost_only=False):
                     what = f"raised the harness's audit event {event}"
-            elif event == "open" and type_(args[0]) in paths:  # (no code of the candidate's runs here)
-                path = realpath(fsdecode(args[0]))
-                if (path in tests or path.startswith(grader)) and culprit(innermost_only=False):
+            elif event in ("open", "os.listdir", "os.scandir") and type_(args[0]) in paths:
+                path = realpath(fsdecode(args[0]))  # (no code of the candidate's runs here)
+                secret = path.startswith("/proc/") and any_(
+                    part in proc_secrets for part in path.split("/")[3:5]
+                )
+                if (path in tests or path.startswith(grader) or secret) and culprit(innermost_only=False):
                     what = f"opened {relpath(path, root) if path in tests else path}"
             elif event == "open" and not isinstance_(args[0], int_) and culprit(innermost_only=False):
                 what = f"opened a file through a {type_(args[0]).__name__} of its own"
@@ -660,7 +836,7 @@ def watch(
                     what = f"set {label(args[0])}.{args[1]}"
             elif (event in process or event == "sys.addaudithook") and culprit(innermost_only=False):
                 what = event
-            if what and what not in reported and len_(reported) < 5:
+            if what and what not in reported and len_(reported) < 5 and getpid() == pid:  # (not a fork's)
                 reported.add(what)
                 send({"t": "tamper", "what": [f"{watched}: the code under test {what}"]})
         except refused:
@@ -668,7 +844,7 @@ def watch(
         except exception:  # the hook must never break the run it watches
             pass
         finally:
-            busy[0] = False
+            busy.discard(thread)
 
     sys.addaudithook(hook)
 
