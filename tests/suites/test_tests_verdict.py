@@ -603,6 +603,21 @@ def test_what_the_harness_decides_with_looks_up_no_name_when_it_runs() -> None:
     assert not any(looked_up(f.__code__) for f in (harness._near_misses, harness._far_from, harness._outcome))
 
 
+def test_a_trace_function_given_to_every_new_thread_is_reported(tmp_path: Path) -> None:
+    """``threading.settrace`` installs its function from each new thread's own bootstrap, where no frame of
+    the candidate's is on the stack: the hook looks at what ``threading`` will install instead."""
+    (tmp_path / "sol.py").write_text(
+        "import threading\n\n\ndef _tracer(frame, event, arg):\n    return None\n\n\n"
+        "threading.settrace(_tracer)\n_t = threading.Thread(target=print)\n_t.start()\n_t.join()\n"
+        "threading.settrace(None)\n\n\ndef f():\n    return 1\n"
+    )
+    (tmp_path / "test_sol.py").write_text("from sol import f\n\n\ndef test_f():\n    assert f() == 1\n")
+    for mode in ("pytest", "direct"):
+        run = channel.run_harness(mode, str(tmp_path), ["test_sol.py"], timeout_s=60)
+        tampered = [r["what"] for r in run.records if r["t"] == "tamper"]
+        assert tampered == [["watched: the code under test sys.settrace (through threading)"]], run.records
+
+
 def test_the_harness_needs_its_channel_and_names_it_nowhere(tmp_path: Path) -> None:
     # Inside the test: the channel is an inherited pipe at a number >= 64 that neither argv nor the
     # environment spells, and stdin (which carried it) is /dev/null by now.
@@ -1324,6 +1339,15 @@ CLOSE = {
         (TAMPER,),
     ),
     # each of these reads the harness's probes and answers them honestly: its real instances are watched
+    "wrong, its difference zero from anything within half its own value": (
+        "class Near(float):\n    def __sub__(self, other):\n"
+        "        return 0.0 if abs(float(self) - other) < abs(self) / 2 else float(self) - other\n\n"
+        "    def __rsub__(self, other):\n"
+        "        return 0.0 if abs(float(self) - other) < abs(self) / 2 else other - float(self)\n\n\n"
+        "def half(n):\n    return Near(n / 2 + 0.3)\n\n\ndef quarter(n):\n    return Near(n / 4 + 0.3)\n",
+        0.0,
+        (TAMPER,),
+    ),
     "wrong, its difference zero for every operand but the probes' far ones": (
         "class Near(float):\n    def __sub__(self, other):\n"
         "        return float(self) - other if abs(other) > 1e5 else 0.0\n\n"

@@ -215,11 +215,14 @@ def _far_from(
 
 CAUGHT = "metasearch.harness.caught"  # the audit event a watched comparison raises when it is caught
 ASKING = "metasearch.harness.asking"  # ... before and after it asks its questions (the hook refuses a second)
-# what each watched method is asked: (its kind, the method that must not agree with it about one value)
-_WATCHED = {
-    "__eq__": ("eq", ""), "__ne__": ("ne", ""), "__contains__": ("contains", ""),
-    "__lt__": ("order", "__ge__"), "__gt__": ("order", "__le__"), "__le__": ("order", "__gt__"),
-    "__ge__": ("order", "__lt__"), "__sub__": ("sub", ""), "__rsub__": ("rsub", ""),
+# what each watched method is asked: its kind, and for an order, what the other orders must answer about
+# the same value when it answers "yes" (``x < a``: not ``x >= a``, and ``x <= a``)
+_WATCHED: dict[str, tuple[str, tuple[tuple[str, bool], ...]]] = {
+    "__eq__": ("eq", ()), "__ne__": ("ne", ()), "__contains__": ("contains", ()),
+    "__lt__": ("order", (("__ge__", False), ("__le__", True))),
+    "__gt__": ("order", (("__le__", False), ("__ge__", True))),
+    "__le__": ("order", (("__gt__", False),)), "__ge__": ("order", (("__lt__", False),)),
+    "__sub__": ("sub", ()), "__rsub__": ("rsub", ()),
 }  # fmt: skip
 
 
@@ -235,21 +238,22 @@ def _watching(inherited: Any, name: str, label: str) -> Callable[[Any, Any], Any
       is shown for its own.
     - ``__contains__``: values no container holds (``_far_from``), and for a subclass of a built-in
       container, what its storage holds.
-    - an order (``__lt__``, ...): the contradicting order about the same value (``x < a`` and ``x >= a``).
-    - ``__sub__``/``__rsub__``: the same difference from the value moved by a random whole number, which
-      must move the difference by that much (a tolerance check takes a difference at its word).
+    - an order (``__lt__``, ...): the other orders about the same value (``x < a`` with ``x >= a``, or
+      without ``x <= a``).
+    - ``__sub__``/``__rsub__``: when the difference is nil (what a tolerance check takes at its word), the
+      difference from the value moved by a random whole number, which must move by that much.
 
     Caught, it raises the audit event ``CAUGHT``, which the audit hook reports. It holds nothing but its
     defaults (a tuple: replacing them, or its code, is what the audit hook reports); it has no closure.
     While one asks, the others do not (the hook refuses ``ASKING``)."""
-    kind, opposite = _WATCHED[name]
+    kind, implied = _WATCHED[name]
 
     def compare(
         self: Any,
         other: Any,
         _inherited: Any = inherited,
         _kind: str = kind,
-        _opposite: str = opposite,
+        _implied: tuple[tuple[str, bool], ...] = implied,
         _label: str = label,
         _near: Callable[[Any], list[Any]] = _near_misses,
         _far: Callable[[Any], list[Any]] = _far_from,
@@ -285,12 +289,18 @@ def _watching(inherited: Any, name: str, label: str) -> Callable[[Any, Any], Any
                             _inherited(self, other) is True and not base.__contains__(self, other)
                         )
                         break
-            elif _kind == "order":
-                lied = getattr_(type_(self), _opposite)(self, other) is True
+            elif _kind == "order":  # an answer of another type (NotImplemented) says nothing
+                for order, must in _implied:
+                    lied = getattr_(type_(self), order)(self, other) is (not must) or lied
             elif type_(other) is int_ or type_(other) is float_:  # a difference
-                shift = 1000 + int_(token_hex(2), 16)
-                moved = float_(_inherited(self, other)) - float_(_inherited(self, other + shift))
-                lied = abs_(moved - (shift if _kind == "sub" else -shift)) > 1e-6 * shift
+                shift = 1000.5 + int_(token_hex(2), 16)  # (never a multiple of a modulus)
+                near, far = float_(_inherited(self, other)), float_(_inherited(self, other + shift))
+                slack = 1e-6 * shift + 1e-9 * (abs_(near) + abs_(far) + abs_(other))  # rounding
+                # "no difference" (what a tolerance check takes at its word) that the moved operand leaves
+                # nil too, or moves by a little less or more than it moved (a modular difference, which
+                # honestly moves by the shift and the rest of the modulus, is not flagged)
+                off, nil = abs_(near - far - (shift if _kind == "sub" else -shift)), 1e-6 * (1 + abs_(other))
+                lied = abs_(near) <= nil and (abs_(far) <= nil or slack < off < shift / 2)
         except _exception:  # a question it cannot answer is no answer
             pass
         finally:
@@ -701,6 +711,9 @@ def watch(
         isinstance, getattr, type, len, str, int, bool, Exception,
     )  # fmt: skip
     function_type, module_type, refused = types.FunctionType, types.ModuleType, _Refused
+    issubclass_, tuple_, list_, modules = issubclass, tuple, list, sys.modules
+    class_dict, module_dict = vars(type)["__dict__"].__get__, vars(module_type)["__dict__"].__get__
+    class_name, class_qualname = vars(type)["__name__"].__get__, vars(type)["__qualname__"].__get__
     callable_, module_spec, guard_code, guarded_event = (
         callable,
         importlib.machinery.ModuleSpec,
@@ -741,6 +754,13 @@ def watch(
         return False
 
     def guarded(name: str, call: tuple, box: list) -> str | None:
+        if (
+            type_(name) is not str_
+            or name not in originals
+            or type_(call) is not tuple_
+            or type_(box) is not list_
+        ):
+            return f"called a guard with {type_(name).__name__} arguments"
         """Call a guarded original for its guard. A signal handler the code under test installs is given
         no frame (a frame leads to every caller's locals, which a handler could read and, from Python 3.13,
         write); the code under test making ``_signal`` or ``_imp`` again (to get the originals back) is
@@ -763,24 +783,50 @@ def watch(
         except exception as exc:
             box.append((False, exc))
 
+    # No code of the candidate's may run in the hook (its events are not seen while it does): what the
+    # hook asks of an object it is handed, it asks by its exact type and through built-in descriptors.
     def own(target: object) -> bool:
         """Whether what is read or changed in place belongs to the code under test: its function, a class
         it made, its module, or any other object (an instance may change its own class)."""
-        if isinstance_(target, function_type):
+        of = type_(target)
+        if of is function_type:
             return kind(target.__code__.co_filename) == candidate  # type: ignore[attr-defined]
-        if isinstance_(target, type_):
+        if issubclass_(of, type_):
             return not trusted_class(target)
-        if isinstance_(target, module_type):
+        if of is module_type:
             return of_module(target) == candidate
         return True
 
     def label(target: object) -> str:
-        name = getattr_(target, "__qualname__", None) or getattr_(target, "__name__", None)
-        module = getattr_(target, "__module__", None)
-        both = isinstance_(module, str_) and isinstance_(name, str_)
-        return f"{module}.{name}" if both else type_(target).__name__
+        of = type_(target)
+        if of is function_type:
+            name, module = target.__qualname__, target.__module__  # type: ignore[attr-defined]
+        elif issubclass_(of, type_):
+            name, module = class_qualname(target), class_dict(target).get("__module__")
+        elif of is module_type:
+            name, module = module_dict(target).get("__name__"), None
+        else:
+            name, module = class_name(of), None
+        if type_(module) is str_ and type_(name) is str_:
+            return f"{module}.{name}"
+        return name if type_(name) is str_ else "?"
+
+    def traced_by_candidate() -> bool:
+        """A trace or profile function ``threading`` gives each new thread (``threading.settrace``) that is
+        not a library's: the new thread installs it, with no frame of the candidate's on its stack."""
+        threading = modules.get("threading")
+        space: dict[str, Any] = module_dict(threading) if type_(threading) is module_type else {}
+        for name in ("_trace_hook", "_profile_hook"):
+            found = space.get(name)
+            if found is not None and (type_(found) is not function_type or own(found)):
+                return True
+        return False
 
     def hook(event: str, args: tuple) -> None:
+        if (
+            type_(event) is not str_
+        ):  # (``sys.audit`` takes any str: a subclass's methods are the candidate's)
+            return
         thread = ident()
         if thread in busy:  # this thread's event, raised by the hook's own work
             if event == guarded_event and getframe(1).f_code is guard_code:
@@ -821,6 +867,8 @@ def watch(
                     what = f"opened {relpath(path, root) if path in tests else path}"
             elif event == "open" and not isinstance_(args[0], int_) and culprit(innermost_only=False):
                 what = f"opened a file through a {type_(args[0]).__name__} of its own"
+            elif event.startswith("object.__") and (len_(args) < 2 or type_(args[1]) is not str_):
+                pass  # a name that is not a str (the candidate's subclass): nothing a check here asks about
             elif (event == "object.__getattr__" and args[1] in frame_attrs) or event == "sys._getframe":
                 if culprit(innermost_only=True):
                     what = f"reached a frame ({args[1] if event == 'object.__getattr__' else event})"
@@ -836,6 +884,8 @@ def watch(
                     what = f"set {label(args[0])}.{args[1]}"
             elif (event in process or event == "sys.addaudithook") and culprit(innermost_only=False):
                 what = event
+            elif event in ("sys.settrace", "sys.setprofile") and traced_by_candidate():
+                what = f"{event} (through threading)"
             if what and what not in reported and len_(reported) < 5 and getpid() == pid:  # (not a fork's)
                 reported.add(what)
                 send({"t": "tamper", "what": [f"{watched}: the code under test {what}"]})

@@ -286,7 +286,7 @@ class Shape:
             where = self.places.kind(code.co_filename) if type(code) is types.CodeType else CANDIDATE
             if where != CANDIDATE:
                 path = os.path.realpath(code.co_filename) if where == TEST else where
-                self.made[id(cls)] = (cls, path, getattr(code, "co_qualname", cls.__name__))
+                self.made[id(cls)] = (cls, path, code.co_qualname)  # (a metaclass's __name__ may be anything)
 
     def trusted_class(self, cls: Any) -> bool:
         """Existed before the code under test ran, or made by a class statement outside it."""
