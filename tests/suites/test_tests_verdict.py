@@ -621,6 +621,39 @@ def test_a_trace_function_given_to_every_new_thread_is_reported(tmp_path: Path) 
         assert tampered == [["watched: the code under test sys.settrace (through threading)"]], run.records
 
 
+def test_the_audit_hook_watches_a_new_class_without_running_its_code(tmp_path: Path) -> None:
+    """Code run inside the audit hook raises no event the hook sees, so the hook's watch of a class its
+    statement just made reads it through ``type``'s own descriptors: a metaclass's ``__getattribute__``,
+    ``__module__`` or ``__dict__`` never runs there, and the class is watched all the same."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_ms_harness_watching", channel.HARNESS)
+    assert spec is not None and spec.loader is not None
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    source = tmp_path / "sol.py"
+    source.write_text(
+        "RAN = []\n\n\nclass Meta(type):\n    def __getattribute__(cls, name):\n        RAN.append(name)\n"
+        "        return type.__getattribute__(cls, name)\n\n    @property\n    def __module__(cls):\n"
+        "        RAN.append('__module__')\n        return 'sol'\n\n\n"
+        "class Money(metaclass=Meta):\n    def __eq__(self, other):\n        return True\n"
+    )
+    import builtins
+
+    build_class = builtins.__build_class__
+    try:
+        shape = harness._shape.Shape(harness._shape.Places(str(tmp_path), frozenset()), {})
+    finally:
+        builtins.__build_class__ = build_class  # the shape wraps it: this process is not a harness
+    _, watch_new = harness._comparisons(str(tmp_path), frozenset(), (), shape.trusted_class)
+    namespace: dict[str, Any] = {"__name__": "sol"}
+    exec(compile(source.read_text(), str(source), "exec"), namespace)
+    money, ran = namespace["Money"], namespace["RAN"]
+    ran.clear()
+    watch_new(money)
+    assert ran == [] and type.__dict__["__dict__"].__get__(money)["__eq__"].__code__ is harness._WATCH_CODE
+
+
 def test_the_harness_needs_its_channel_and_names_it_nowhere(tmp_path: Path) -> None:
     # Inside the test: the channel is an inherited pipe at a number >= 64 that neither argv nor the
     # environment spells, and stdin (which carried it) is /dev/null by now.

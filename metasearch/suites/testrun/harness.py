@@ -342,7 +342,10 @@ def _comparisons(
     always = ALWAYS_EQUAL
     modules, isabs, realpath, sep = sys.modules, os.path.isabs, os.path.realpath, os.sep
     descriptors = (types.WrapperDescriptorType, types.MethodDescriptorType)
-    function_type, range_ = types.FunctionType, range
+    function_type, range_, issubclass_, module_type = types.FunctionType, range, issubclass, types.ModuleType
+    dict_of, mro_of = vars(type)["__dict__"].__get__, vars(type)["__mro__"].__get__
+    module_of, qualname_of = vars(type)["__module__"].__get__, vars(type)["__qualname__"].__get__
+    module_dict = vars(module_type)["__dict__"].__get__
     type_setattr = type.__setattr__
     lies = (("__eq__", True), ("__ne__", False), ("__contains__", True))
     opposites = (("__lt__", "__gt__"), ("__le__", "__ge__"))  # never both true of one value and another
@@ -403,7 +406,8 @@ def _comparisons(
         return False
 
     def module_file(cls: Any) -> str:
-        return str_(getattr_(modules.get(str_(getattr_(cls, "__module__", "") or "")), "__file__", "") or "")
+        module = modules.get(str_(module_of(cls) or ""))
+        return str_(module_dict(module).get("__file__") or "") if type_(module) is module_type else ""
 
     def written_here(cls: Any, member: object) -> bool:
         """A comparison of a class of the code under test's, written by it: in one of its files, or
@@ -496,11 +500,11 @@ def _comparisons(
     def inherited(cls: Any, name: str) -> Any:
         """The class in ``cls``'s MRO past itself that defines ``name`` in Python (None: none, built in,
         or the code under test's: asked as that class's own)."""
-        if name in cls.__dict__:
+        if name in dict_of(cls):
             return None
-        for base in cls.__mro__[1:]:
-            if name in base.__dict__:
-                method = base.__dict__[name]
+        for base in mro_of(cls)[1:]:
+            if name in dict_of(base):
+                method = dict_of(base)[name]
                 if base is object_ or isinstance_(method, descriptors) or ours(method):
                     return None  # a built-in type's own comparison looks at its own storage only
                 where = defined_in(method)  # the standard library's frozen modules have no path
@@ -541,33 +545,35 @@ def _comparisons(
                     continue
         return False
 
-    def watch(cls: Any, own_code: bool) -> list[str]:
-        """Give ``cls`` watched comparisons (``_watching``) in place of its own (``own_code``: some of its
-        own are the code under test's: each of those, of ``comparing``) or of the ``__eq__``/``__ne__`` it
-        inherits; one the class lost since (its own put back over ours) is reported. Classes that appear later are watched at the next check: the first comparisons
-        of a class made and used within one test go unwatched (their made-up instance is probed)."""
-        label = f"{getattr_(cls, '__module__', '?')}.{getattr_(cls, '__qualname__', '?')}"
+    def watch(cls: Any, own_code: bool, in_hook: bool = False) -> list[str]:
+        """Give ``cls`` watched comparisons (``_watching``) in place of its own plain functions that the
+        code under test wrote (``own_code``), or of the ``__eq__``/``__ne__`` it inherits; one the class
+        lost since (its own put back over ours) is reported. The class is read through ``type``'s own
+        descriptors (a metaclass's ``__dict__`` or ``__qualname__`` would run its code); ``in_hook``: only
+        its own functions (``watch_new``)."""
+        space = dict_of(cls)
+        label = f"{module_of(cls)}.{qualname_of(cls)}"
         given = watched.get(id_(cls), (cls, {}))[1]
         found = [
             f"{label}.{name} is no longer the harness's watch"
             for name in given
-            if cls.__dict__.get(name) is not given[name]
+            if space.get(name) is not given[name]
         ]
         for name in comparing:
             if name in given:
                 continue
-            own = cls.__dict__.get(name)
-            if own_code and own is not None and written_here(cls, own) and hasattr_(own, "__get__"):
+            own = space.get(name)
+            if own_code and type_(own) is function_type and written_here(cls, own):
                 compared = own
-            elif name in ("__eq__", "__ne__") and (base := inherited(cls, name)) is not None:
-                compared = base.__dict__[name]
+            elif not in_hook and name in ("__eq__", "__ne__") and (base := inherited(cls, name)) is not None:
+                compared = dict_of(base)[name]
             else:
                 continue
             try:
                 type_setattr(cls, name, watching(compared, name, label))
             except exception:
                 continue  # a class that takes no attribute
-            given[name] = cls.__dict__.get(name)
+            given[name] = space.get(name)
         watched[id_(cls)] = (cls, given)
         return found
 
@@ -604,12 +610,14 @@ def _comparisons(
 
     def watch_new(cls: Any) -> None:
         """Watch a class the moment its statement made it (the audit hook calls this, for every class
-        statement): a class made per call is compared before the next check. Only plain functions are
-        looked at (no code of the candidate's runs in the hook)."""
-        own = cls.__dict__
+        statement): a class made per call is compared before the next check. Only its plain functions are
+        looked at, through built-in descriptors: no code of the candidate's may run in the hook."""
+        if not issubclass_(type_(cls), type_):
+            return
+        own = dict_of(cls)
         plain = [own.get(name) for name in comparing if type_(own.get(name)) is function_type]
         if plain and any_(written_here(cls, member) for member in plain):
-            watch(cls, True)
+            watch(cls, True, in_hook=True)
 
     return always_equal, watch_new
 

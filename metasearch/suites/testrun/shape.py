@@ -275,7 +275,7 @@ class Shape:
 
     def made_by_statement(self, cls: Any, func: Any) -> None:
         """The audit hook's record of a class statement (its class and body function)."""
-        if isinstance(cls, type) and type(func) is types.FunctionType:
+        if issubclass(type(cls), type) and type(func) is types.FunctionType:  # (exact types: the hook's)
             self.born.append((cls, func.__code__))
 
     def _sort_born(self) -> None:
