@@ -624,7 +624,8 @@ def test_a_trace_function_given_to_every_new_thread_is_reported(tmp_path: Path) 
 def test_the_audit_hook_watches_a_new_class_without_running_its_code(tmp_path: Path) -> None:
     """Code run inside the audit hook raises no event the hook sees, so the hook's watch of a class its
     statement just made reads it through ``type``'s own descriptors: a metaclass's ``__getattribute__``,
-    ``__module__`` or ``__dict__`` never runs there, and the class is watched all the same."""
+    ``__module__`` or ``__dict__``, or an object the class body bound to ``__module__``, never runs there,
+    and the class is watched all the same."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("_ms_harness_watching", channel.HARNESS)
@@ -636,7 +637,12 @@ def test_the_audit_hook_watches_a_new_class_without_running_its_code(tmp_path: P
         "RAN = []\n\n\nclass Meta(type):\n    def __getattribute__(cls, name):\n        RAN.append(name)\n"
         "        return type.__getattribute__(cls, name)\n\n    @property\n    def __module__(cls):\n"
         "        RAN.append('__module__')\n        return 'sol'\n\n\n"
-        "class Money(metaclass=Meta):\n    def __eq__(self, other):\n        return True\n"
+        "class Loud:\n    def __getattribute__(self, name):\n        RAN.append(name)\n"
+        "        return object.__getattribute__(self, name)\n\n"
+        "    def __format__(self, spec):\n        RAN.append('format')\n        return 'sol'\n\n"
+        "    def __hash__(self):\n        RAN.append('hash')\n        return 0\n\n\n"
+        "class Money(metaclass=Meta):\n    def __eq__(self, other):\n        return True\n\n\n"
+        "class Change:\n    __module__ = Loud()\n\n    def __eq__(self, other):\n        return True\n"
     )
     import builtins
 
@@ -648,10 +654,11 @@ def test_the_audit_hook_watches_a_new_class_without_running_its_code(tmp_path: P
     _, watch_new = harness._comparisons(str(tmp_path), frozenset(), (), shape.trusted_class)
     namespace: dict[str, Any] = {"__name__": "sol"}
     exec(compile(source.read_text(), str(source), "exec"), namespace)
-    money, ran = namespace["Money"], namespace["RAN"]
+    ran = namespace["RAN"]
     ran.clear()
-    watch_new(money)
-    assert ran == [] and type.__dict__["__dict__"].__get__(money)["__eq__"].__code__ is harness._WATCH_CODE
+    for made in (namespace["Money"], namespace["Change"]):  # a metaclass's; an object bound to __module__
+        watch_new(made)
+        assert ran == [] and type.__dict__["__dict__"].__get__(made)["__eq__"].__code__ is harness._WATCH_CODE
 
 
 def test_the_harness_needs_its_channel_and_names_it_nowhere(tmp_path: Path) -> None:

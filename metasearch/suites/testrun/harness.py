@@ -141,6 +141,24 @@ def _integrity(
     return check, modules
 
 
+def _class_label(
+    cls: Any,
+    _module: Callable[[Any], Any] = vars(type)["__module__"].__get__,
+    _qualname: Callable[[Any], Any] = vars(type)["__qualname__"].__get__,
+    _type: type = type,
+    _str: type = str,
+    _exception: type[BaseException] = Exception,
+) -> str:
+    """A class's ``module.qualname``, read through ``type``'s own descriptors and formatted only when each
+    is an exact ``str``: nothing of the class's runs (a metaclass's property, the ``__format__`` of an
+    object its body bound to ``__module__``), which the audit hook, labelling a class, must not let run."""
+    try:
+        module, name = _module(cls), _qualname(cls)
+    except _exception:
+        return "?"
+    return f"{module if _type(module) is _str else '?'}.{name if _type(name) is _str else '?'}"
+
+
 def _near_misses(
     other: Any,
     _token_hex: Callable[[int], str] = _token_hex,
@@ -344,7 +362,7 @@ def _comparisons(
     descriptors = (types.WrapperDescriptorType, types.MethodDescriptorType)
     function_type, range_, issubclass_, module_type = types.FunctionType, range, issubclass, types.ModuleType
     dict_of, mro_of = vars(type)["__dict__"].__get__, vars(type)["__mro__"].__get__
-    module_of, qualname_of = vars(type)["__module__"].__get__, vars(type)["__qualname__"].__get__
+    module_of, class_label = vars(type)["__module__"].__get__, _class_label
     module_dict = vars(module_type)["__dict__"].__get__
     type_setattr = type.__setattr__
     lies = (("__eq__", True), ("__ne__", False), ("__contains__", True))
@@ -406,7 +424,8 @@ def _comparisons(
         return False
 
     def module_file(cls: Any) -> str:
-        module = modules.get(str_(module_of(cls) or ""))
+        name = module_of(cls)
+        module = modules.get(name) if type_(name) is str_ else None  # (a class body may bind any object)
         return str_(module_dict(module).get("__file__") or "") if type_(module) is module_type else ""
 
     def written_here(cls: Any, member: object) -> bool:
@@ -552,7 +571,7 @@ def _comparisons(
         descriptors (a metaclass's ``__dict__`` or ``__qualname__`` would run its code); ``in_hook``: only
         its own functions (``watch_new``)."""
         space = dict_of(cls)
-        label = f"{module_of(cls)}.{qualname_of(cls)}"
+        label = class_label(cls)
         given = watched.get(id_(cls), (cls, {}))[1]
         found = [
             f"{label}.{name} is no longer the harness's watch"
@@ -601,9 +620,7 @@ def _comparisons(
                 )
             said, own_code = probed[key]
             if said:
-                found.append(
-                    f"{always} {getattr_(cls, '__module__', '?')}.{getattr_(cls, '__qualname__', '?')}"
-                )
+                found.append(f"{always} {class_label(cls)}")
             if inherits or own_code or id_(cls) in watched:
                 found += watch(cls, own_code)
         return found, asked
@@ -720,8 +737,8 @@ def watch(
     )  # fmt: skip
     function_type, module_type, refused = types.FunctionType, types.ModuleType, _Refused
     issubclass_, tuple_, list_, modules = issubclass, tuple, list, sys.modules
-    class_dict, module_dict = vars(type)["__dict__"].__get__, vars(module_type)["__dict__"].__get__
-    class_name, class_qualname = vars(type)["__name__"].__get__, vars(type)["__qualname__"].__get__
+    module_dict = vars(module_type)["__dict__"].__get__
+    class_name, class_label = vars(type)["__name__"].__get__, _class_label
     callable_, module_spec, guard_code, guarded_event = (
         callable,
         importlib.machinery.ModuleSpec,
@@ -810,7 +827,7 @@ def watch(
         if of is function_type:
             name, module = target.__qualname__, target.__module__  # type: ignore[attr-defined]
         elif issubclass_(of, type_):
-            name, module = class_qualname(target), class_dict(target).get("__module__")
+            return class_label(target)
         elif of is module_type:
             name, module = module_dict(target).get("__name__"), None
         else:
