@@ -67,6 +67,12 @@ CASES = {
     "polyglot Python (what the tests are made of)": (
         "tests/suites/test_test_shape.py::test_changing_what_the_tests_are_made_of_gains_nothing_in_polyglot"
     ),
+    "Python (a change put back when first used)": (
+        "tests/suites/test_test_shape.py::test_a_change_that_puts_itself_back_when_used_gains_nothing"
+    ),
+    "polyglot Python (unittest's fail put back when used)": (
+        "tests/suites/test_test_shape.py::test_unittests_fail_put_back_when_used_gains_nothing_through_grade"
+    ),
     "polyglot (Go, Java: the tests' names, polyglot image)": (
         "tests/suites/test_polyglot_real.py::test_a_solution_that_names_what_the_tests_declare_gains_nothing"
     ),

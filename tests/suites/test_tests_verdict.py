@@ -164,12 +164,13 @@ HIDDEN = [
     ),
     Attack(
         "unittest and pytest.raises patched",
-        HIDE + _MODULES + "for _n in ('assertIs', 'assertEqual'):\n"
-        "    setattr(_mods['unitt' 'est'].TestCase, _n, lambda *a, **k: None)\n"
-        "if 'pyt' 'est' in _mods:\n    import contextlib\n"
-        "    setattr(_mods['pyt' 'est'], 'raises', lambda *a, **k: contextlib.suppress(Exception))\n",
+        HIDE + _MODULES + "if 'pyt' 'est' in _mods:\n    import contextlib\n"
+        "    setattr(_mods['pyt' 'est'], 'raises', lambda *a, **k: contextlib.suppress(Exception))\n"
+        "for _n in ('assertIs', 'assertEqual'):\n    try:\n"
+        "        setattr(_mods['unitt' 'est'].TestCase, _n, lambda *a, **k: None)\n"
+        "    except TypeError:\n        pass\n",
         (TAMPER,),
-        "runner code replaced during the run",
+        "runner code replaced during the run: ['pytest.raises']",
     ),
     Attack(
         "writes a forged record to every open fd",
@@ -283,6 +284,14 @@ HIDDEN = [
     Attack(
         "reads argv for the report path",
         HIDE + "_args = getattr(_sys, 'ar' 'gv')\n_hits = [a for a in _args if 'xml' in a]\n",
+        (),
+        "",
+    ),
+    Attack(  # unittest's classes refuse it (frozen before the code under test runs)
+        "unittest's assertions patched",
+        HIDE + _MODULES + "for _n in ('assertIs', 'assertEqual', 'fail'):\n    try:\n"
+        "        setattr(_mods['unitt' 'est'].TestCase, _n, lambda *a, **k: None)\n"
+        "    except TypeError:\n        pass\n",
         (),
         "",
     ),
@@ -598,12 +607,23 @@ def test_what_the_harness_decides_with_looks_up_no_name_when_it_runs() -> None:
         return {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
 
     made = [harness._integrity, harness._comparisons, harness.watch, harness._open_channel]
-    made += [harness._shape.holding, harness._shape.Shape._wrap_build_class]
+    made += [harness._shape.holding, harness._shape.while_running, harness._shape.Shape._wrap_build_class]
+    made += [harness._entries.wrapped, harness._entering]
     found = {code.co_qualname: looked_up(code) for f in made for code in inner(f.__code__)}
     assert len(found) > 30 and not {name: names for name, names in found.items() if names}
     compare = harness._watching(len, "__eq__", "label")
     assert compare.__closure__ is None and not looked_up(compare.__code__)
     assert not any(looked_up(f.__code__) for f in (harness._near_misses, harness._far_from, harness._outcome))
+    # what the tests' calls into the code under test go through (``entries.Entry``)
+    entry = harness._entries.Entry
+    called = (
+        harness._entries.call,
+        harness._entries.stepped,
+        entry.__get__,
+        entry.__getattr__,
+        entry.__repr__,
+    )
+    assert not any(looked_up(f.__code__) for f in called)
 
 
 def test_a_trace_function_given_to_every_new_thread_is_reported(tmp_path: Path) -> None:
@@ -651,7 +671,7 @@ def test_the_audit_hook_watches_a_new_class_without_running_its_code(tmp_path: P
         shape = harness._shape.Shape(harness._shape.Places(str(tmp_path), frozenset()), {})
     finally:
         builtins.__build_class__ = build_class  # the shape wraps it: this process is not a harness
-    _, watch_new = harness._comparisons(str(tmp_path), frozenset(), (), shape.trusted_class)
+    _, watch_new, _ = harness._comparisons(str(tmp_path), frozenset(), (), shape.trusted_class)
     namespace: dict[str, Any] = {"__name__": "sol"}
     exec(compile(source.read_text(), str(source), "exec"), namespace)
     ran = namespace["RAN"]

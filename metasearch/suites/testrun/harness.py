@@ -32,6 +32,12 @@ compiling or making code itself, changing in place a function, class or module t
 memory or descriptors, calling through ctypes, or starting, signalling or tracing processes; a signal
 handler it installs is given no frame (``_guarded``: a frame leads to every caller's locals). The session ends with an ``end`` record; a run without it ended early.
 
+A change put back before the next check (a replacement that restores the original when it is first
+used) is stopped two ways: the runner's classes, and in the direct run each test class once set up, are
+frozen (``frozen.py``: setting a name on them raises ``TypeError``); and what the test files name of the
+code under test is wrapped in ``entries.Entry``, whose calls raise audit events around them, so the hook
+compares what the tests rely on (``shape.while_running``) before and after each outermost call.
+
 What decides lives where candidate code cannot reach without a step the audit hook reports: the channel,
 the check, its memo and what it compares with are the runners' locals and closures built by ``main``
 before candidate code runs, never module names; the check looks up no name when it runs (``_integrity``,
@@ -49,6 +55,7 @@ import _imp
 import _signal
 import _thread
 import contextlib
+import functools
 import gc
 import importlib.machinery
 import json
@@ -78,6 +85,8 @@ def _sibling(name: str) -> types.ModuleType:
 
 
 _shape = _sibling("shape")
+_frozen = _sibling("frozen")
+_entries = _sibling("entries")
 _token_hex = secrets.token_hex
 _shuffle = secrets.SystemRandom().shuffle
 ALWAYS_EQUAL = "always-equal class"
@@ -106,7 +115,12 @@ def _open_channel() -> Callable[[dict], None]:
 
 
 def _integrity(
-    shape: Any, places: Any, always_equal: Callable[[], tuple[list[str], bool]], send: Callable[[dict], None]
+    shape: Any,
+    places: Any,
+    always_equal: Callable[[], tuple[list[str], bool]],
+    send: Callable[[dict], None],
+    relied_on: list[Any],
+    entered: Callable[[list[Any]], list[Any]],
 ) -> tuple[Callable[[], None], dict[str, types.ModuleType]]:
     """The check the runners make after collection, after every test and at the end, and the dict they
     put the test modules into (path -> module, as the runner holds them). The check reports, once, as
@@ -123,22 +137,65 @@ def _integrity(
     snapshot = _shape.Snapshot(places, shape.cells)
     take_new, moved, check_shape = snapshot.take_new, _shape.holding(snapshot), shape.check
     modules: dict[str, types.ModuleType] = {}
-    reported = [False]
+    reported, first = [False], [True]
+    entering, extend, holders, list_ = _entering(places, entered), relied_on.extend, shape.holders, list
 
     def check() -> None:
         if reported[0]:
             return
+        if first[0]:  # the tests are imported: what they call of the code under test is told to the hook
+            extend(entering(list_(modules.values())))
         found = moved()
         if not found:
             take_new()
             liars, asked = always_equal()
             found = check_shape(modules) + liars
             found += moved() if asked else []  # the code under test ran in between
+        if first[0]:  # the tests' names and classes, as the first check holds them
+            first[0] = False
+            extend(holders())
         if found:
             reported[0] = True
             send({"t": "tamper", "what": found[:5]})
 
     return check, modules
+
+
+def _entering(
+    places: Any, enter: Callable[[list[Any]], list[Any]]
+) -> Callable[[list[types.ModuleType]], list[tuple[str, Any, tuple[str, ...], tuple[Any, ...]]]]:
+    """``entering(tests)``: put each function of the code under test that a test module names (and each
+    ``functools.cache`` or ``lru_cache`` of one) in an ``entries.Entry`` there, and the functions of each
+    class of the code under test that a test module names (``enter``), so that the tests' calls of them
+    are told to the audit hook (the code under test's own calls of its functions do not go through them);
+    return what those classes then hold, for the hook to compare around each call. A closure that looks
+    up no name when it runs (the first check calls it, after the code under test was imported)."""
+    kind, candidate, later = places.kind, _shape.CANDIDATE, _entries.LATER
+    entry, tools, function = _entries.Entry, _entries.TOOLS, types.FunctionType
+    cache = type(functools.lru_cache(maxsize=None)(len))
+    module_dict, class_type = vars(types.ModuleType)["__dict__"].__get__, type
+    list_, isinstance_, type_, vars_, id_ = list, isinstance, type, vars, id
+
+    def entering(tests: list[types.ModuleType]) -> list[tuple[str, Any, tuple[str, ...], tuple[Any, ...]]]:
+        made: dict[int, Any] = {}
+        classes = []
+        for module in tests:
+            space = module_dict(module)
+            for name, value in list_(space.items()):
+                if isinstance_(value, class_type):
+                    classes.append(value)
+                    continue
+                if id_(value) not in made:
+                    inner = vars_(value).get("__wrapped__") if type_(value) is cache else value
+                    if type_(inner) is not function or inner.__code__.co_flags & later:
+                        continue
+                    if kind(inner.__code__.co_filename) != candidate:
+                        continue
+                    made[id_(value)] = entry((tools, value))
+                space[name] = made[id_(value)]
+        return enter(classes)
+
+    return entering
 
 
 def _class_label(
@@ -231,6 +288,7 @@ def _far_from(
     return found
 
 
+ENTER, LEAVE = _entries.ENTER, _entries.LEAVE
 CAUGHT = "metasearch.harness.caught"  # the audit event a watched comparison raises when it is caught
 ASKING = "metasearch.harness.asking"  # ... before and after it asks its questions (the hook refuses a second)
 # what each watched method is asked: its kind, and for an order, what the other orders must answer about
@@ -281,52 +339,60 @@ def _watching(inherited: Any, name: str, label: str) -> Callable[[Any, Any], Any
         _caught: str = CAUGHT,
         _builtins: tuple[Any, ...] = (type, getattr, float, abs, int, _token_hex),
         _storage: tuple[type, ...] = (list, tuple, set, frozenset, dict, str),
+        _calls: tuple[str, str] = (ENTER, LEAVE),
     ) -> Any:
+        _audit(_calls[0])  # a call into the code under test (``entries``): what it changes is seen
         try:
-            _audit(_asking, True)
-        except _exception:  # another is asking: this is one of its questions
-            return _inherited(self, other)
-        type_, getattr_, float_, abs_, int_, token_hex = _builtins
-        lied, answer = False, _kind != "ne"  # the answer that takes an assertion at its word
-        try:
-            if _kind == "eq" or _kind == "ne":
-                for question in _near(other):
-                    try:
-                        lied = (_inherited(self, question) is answer and question is not other) or lied
-                    except _exception:  # refusing a value is not saying "equal" to it
-                        continue
-            elif _kind == "contains":
-                for question in _far(other):
-                    try:
-                        lied = _inherited(self, question) is True or lied
-                    except _exception:
-                        continue
-                for base in type_(self).__mro__:
-                    if base in _storage:  # a built-in container's storage says what it holds
-                        lied = lied or (
-                            _inherited(self, other) is True and not base.__contains__(self, other)
-                        )
-                        break
-            elif _kind == "order":  # an answer of another type (NotImplemented) says nothing
-                for order, must in _implied:
-                    lied = getattr_(type_(self), order)(self, other) is (not must) or lied
-            elif type_(other) is int_ or type_(other) is float_:  # a difference
-                shift = 1000.5 + int_(token_hex(2), 16)  # (never a multiple of a modulus)
-                near, far = float_(_inherited(self, other)), float_(_inherited(self, other + shift))
-                slack = 1e-6 * shift + 1e-9 * (abs_(near) + abs_(far) + abs_(other))  # rounding
-                # "no difference" (what a tolerance check takes at its word) that the moved operand leaves
-                # nil too, or moves by a little less or more than it moved (a modular difference, which
-                # honestly moves by the shift and the rest of the modulus, is not flagged)
-                off, nil = abs_(near - far - (shift if _kind == "sub" else -shift)), 1e-6 * (1 + abs_(other))
-                lied = abs_(near) <= nil and (abs_(far) <= nil or slack < off < shift / 2)
-        except _exception:  # a question it cannot answer is no answer
-            pass
+            try:
+                _audit(_asking, True)
+            except _exception:  # another is asking: this is one of its questions
+                return _inherited(self, other)
+            type_, getattr_, float_, abs_, int_, token_hex = _builtins
+            lied, answer = False, _kind != "ne"  # the answer that takes an assertion at its word
+            try:
+                if _kind == "eq" or _kind == "ne":
+                    for question in _near(other):
+                        try:
+                            lied = (_inherited(self, question) is answer and question is not other) or lied
+                        except _exception:  # refusing a value is not saying "equal" to it
+                            continue
+                elif _kind == "contains":
+                    for question in _far(other):
+                        try:
+                            lied = _inherited(self, question) is True or lied
+                        except _exception:
+                            continue
+                    for base in type_(self).__mro__:
+                        if base in _storage:  # a built-in container's storage says what it holds
+                            lied = lied or (
+                                _inherited(self, other) is True and not base.__contains__(self, other)
+                            )
+                            break
+                elif _kind == "order":  # an answer of another type (NotImplemented) says nothing
+                    for order, must in _implied:
+                        lied = getattr_(type_(self), order)(self, other) is (not must) or lied
+                elif type_(other) is int_ or type_(other) is float_:  # a difference
+                    shift = 1000.5 + int_(token_hex(2), 16)  # (never a multiple of a modulus)
+                    near, far = float_(_inherited(self, other)), float_(_inherited(self, other + shift))
+                    slack = 1e-6 * shift + 1e-9 * (abs_(near) + abs_(far) + abs_(other))  # rounding
+                    # "no difference" (what a tolerance check takes at its word) that the moved operand leaves
+                    # nil too, or moves by a little less or more than it moved (a modular difference, which
+                    # honestly moves by the shift and the rest of the modulus, is not flagged)
+                    off, nil = (
+                        abs_(near - far - (shift if _kind == "sub" else -shift)),
+                        1e-6 * (1 + abs_(other)),
+                    )
+                    lied = abs_(near) <= nil and (abs_(far) <= nil or slack < off < shift / 2)
+            except _exception:  # a question it cannot answer is no answer
+                pass
+            finally:
+                _audit(_asking, False)
+            said = _inherited(self, other)
+            if lied and (said is answer or _kind == "sub" or _kind == "rsub"):
+                _audit(_caught, _label)
+            return said
         finally:
-            _audit(_asking, False)
-        said = _inherited(self, other)
-        if lied and (said is answer or _kind == "sub" or _kind == "rsub"):
-            _audit(_caught, _label)
-        return said
+            _audit(_calls[1])
 
     return compare
 
@@ -336,7 +402,11 @@ _WATCH_CODE = _watching(None, "__eq__", "").__code__  # every watched comparison
 
 def _comparisons(
     root: str, tests: frozenset[str], text: tuple[str, ...], trusted_class: Callable[[Any], bool]
-) -> tuple[Callable[[], tuple[list[str], bool]], Callable[[Any], None]]:
+) -> tuple[
+    Callable[[], tuple[list[str], bool]],
+    Callable[[Any], None],
+    Callable[[list[Any]], list[tuple[str, Any, tuple[str, ...], tuple[Any, ...]]]],
+]:
     """``always_equal()``: the live classes (known before the code under test ran or not) whose own
     ``__eq__`` says an instance equals a value made up just now (a fresh object, a random string, number or
     list), whose own ``__ne__`` says it differs from none of them, whose own subtraction ignores its
@@ -374,6 +444,8 @@ def _comparisons(
         tuple[Any, ...], tuple[bool, bool]
     ] = {}  # (class, its comparisons[, members]) -> (lies, ours)
     watched: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(class) -> (class, the comparisons given it)
+    entered: dict[int, Any] = {}  # id(class) -> a class the tests name, whose functions are in entries
+    wrap = _entries.wrapped
 
     def outside_root(filename: str) -> bool:
         """An absolute path outside the folder under test (code compiled from a string has no such path);
@@ -625,6 +697,37 @@ def _comparisons(
                 found += watch(cls, own_code)
         return found, asked
 
+    def enter(classes: list[Any]) -> list[tuple[str, Any, tuple[str, ...], tuple[Any, ...]]]:
+        """Put each function the code under test wrote for each of ``classes`` and for the classes of its
+        own they are built on (a method, a static or class method, a property's; not a comparison, which
+        is watched) in an ``entries.Entry``: the tests' calls of them are told to the audit hook. Returns
+        what each such class then holds (a holder each, for the hook to compare around each call: one put
+        back, to be called unseen, is reported)."""
+        found = []
+        for named in classes:
+            for cls in mro_of(named):
+                if id_(cls) in entered or trusted_class(cls):
+                    continue
+                entered[id_(cls)] = cls
+                space = dict_of(cls)
+
+                def mine(function: Any, cls: Any = cls) -> bool:
+                    return written_here(cls, function)
+
+                names = []
+                for name, member in list_(space.items()):
+                    new = None if name in comparing else wrap(member, mine)
+                    if new is not None:
+                        try:
+                            type_setattr(cls, name, new)
+                        except exception:
+                            continue
+                        names.append(name)
+                if names:
+                    values = tuple_(space.get(name) for name in names)
+                    found.append((class_label(cls), space, tuple_(names), values))
+        return found
+
     def watch_new(cls: Any) -> None:
         """Watch a class the moment its statement made it (the audit hook calls this, for every class
         statement): a class made per call is compared before the next check. Only its plain functions are
@@ -636,7 +739,7 @@ def _comparisons(
         if plain and any_(written_here(cls, member) for member in plain):
             watch(cls, True, in_hook=True)
 
-    return always_equal, watch_new
+    return always_equal, watch_new, enter
 
 
 GUARDED = "metasearch.harness.guarded"  # the audit event a guard (``_guarded``) raises for each call
@@ -693,6 +796,7 @@ def watch(
     tests: frozenset[str],
     shape: Any,
     watch_new: Callable[[Any], None],
+    running: tuple[Callable[[], tuple], Callable[[tuple], list[str]]],
 ) -> None:
     """Install an audit hook (for the life of the process: Python code cannot remove one) that reports, as
     ``tamper``, what the code under test does beyond computing: open a test or grader file, reach a frame
@@ -709,6 +813,11 @@ def watch(
     stack is the test's doing). Its state lives in this closure only, and everything it uses is bound here
     (a built-in or a module's name rebound later changes nothing)."""
     busy: set[int] = set()  # the threads in the hook (another thread's events are its own)
+    # per thread: how deep in calls into the code under test, and what the tests rely on held before
+    depth: dict[int, int] = {}
+    before: dict[int, tuple] = {}
+    take, changed_since = running
+    enter_event, leave_event, (call_code, stepped_code) = _entries.ENTER, _entries.LEAVE, _entries.CODES
     asking, ident, getpid, pid = [False], _thread.get_ident, os.getpid, os.getpid()
     reported: set[str] = set()
     places = _shape.Places(root, tests)  # its own: what it remembers lives in this closure only
@@ -860,7 +969,24 @@ def watch(
         what = None
         busy.add(thread)
         try:
-            if event in (caught_event, asking_event):  # our watched comparisons' (``_watching``)
+            if event in (enter_event, leave_event):  # a call into the code under test
+                caller = getframe(1).f_code
+                if caller is not call_code and caller is not stepped_code and caller is not watch_code:
+                    if culprit(innermost_only=False):
+                        what = f"raised the harness's audit event {event}"
+                elif event == enter_event:
+                    deep = depth.get(thread, 0)
+                    if not deep:
+                        before[thread] = take()
+                    depth[thread] = deep + 1
+                elif depth.get(thread, 0) > 1:
+                    depth[thread] -= 1
+                else:  # back in the tests: what the call changed of what they rely on
+                    depth.pop(thread, None)
+                    found = changed_since(before.pop(thread, ()))
+                    if found:
+                        what = f"changed {', '.join(found[:3])}"
+            elif event in (caught_event, asking_event):  # our watched comparisons' (``_watching``)
                 if getframe(1).f_code is not watch_code:
                     if culprit(innermost_only=False):
                         what = f"raised the harness's audit event {event}"
@@ -984,10 +1110,16 @@ def run_pytest(
 
 
 def run_direct(
-    send: Callable[[dict], None], root: str, files: list[str], integrity: Callable[[], Any]
+    send: Callable[[dict], None],
+    root: str,
+    files: list[str],
+    integrity: Callable[[], Any],
+    freeze: Callable[[type], bool] | None = None,
 ) -> int:
     """Our own runner. What it decides with (the channel, the check, the tests and their outcomes) lives
-    in its locals, which code can reach only through a frame: what the audit hook reports."""
+    in its locals, which code can reach only through a frame: what the audit hook reports. A test class,
+    and the classes of its test files it is built on, are frozen (``frozen.py``) once set up, before its
+    first test runs: code under test cannot give it a method that hides the assertion it inherits."""
     import unittest
 
     with contextlib.suppress(ImportError):  # watched from the start when the tests use it (pytest.raises)
@@ -1017,10 +1149,18 @@ def run_direct(
         tests += tests_of(rel, module, case)
     send({"t": "collected", "ids": [test_id for test_id, _ in tests]})
     check()  # the code under test is imported: its classes are watched now
+    names = frozenset(module.__name__ for module in modules.values())
+    module_of = vars(type)["__module__"].__get__
+
+    def settle(cls: type) -> None:
+        for base in cls.__mro__:
+            if freeze is not None and module_of(base) in names:
+                freeze(base)
+
     failed = 0
     ready: dict[type, bool] = {}
     for test_id, target in tests:
-        outcome = call(target, ready, case)
+        outcome = call(target, ready, case, settle)
         failed += outcome == "failed"
         send({"t": "report", "id": test_id, "phase": "call", "outcome": outcome})
         check()
@@ -1048,14 +1188,16 @@ def _tests_of(rel: str, module: types.ModuleType, case: Any) -> list[tuple[str, 
     return found
 
 
-def _call(target: Any, ready: dict[type, bool], base: Any) -> str:
+def _call(target: Any, ready: dict[type, bool], base: Any, settle: Callable[[type], None]) -> str:
     if isinstance(target, types.FunctionType):
         return _outcome(target)
     cls, method = target
     if not issubclass(cls, base):
+        settle(cls)
         return _outcome(lambda: getattr(cls(), method)())
     if cls not in ready:
         ready[cls] = _outcome(getattr(cls, "setUpClass", lambda: None)) == "passed"
+        settle(cls)  # what setUpClass gives the class is in place; nothing changes it from here on
     if not ready[cls]:
         return "failed"
     if getattr(cls, "__unittest_skip__", False):
@@ -1102,14 +1244,20 @@ def main(argv: list[str]) -> int:
         return run_pytest(send, root, files, True, lambda: (lambda: None, {}))
     places = _shape.Places(root, tests)
     shape = _shape.Shape(places, sources)  # imports the tests' libraries
-    always_equal, watch_new = _comparisons(root, tests, tuple(sources.values()), shape.trusted_class)
-    watch(send, root, tests, shape, watch_new)  # candidate code runs from here on
+    freeze = _frozen.freezer()
+    runners = _frozen.RUNNERS if mode == "direct" else _frozen.UNITTEST
+    _frozen.freeze_runner(freeze, runners)
+    # what the tests rely on as they run, compared around each call they make into the code under test
+    relied_on = _shape.Snapshot(places, only=_shape.RUNNER_MODULES | shape.imported()).holders
+    always_equal, watch_new, entered = _comparisons(root, tests, tuple(sources.values()), shape.trusted_class)
+    watch(send, root, tests, shape, watch_new, _shape.while_running(relied_on))  # candidate code runs next
 
     def integrity() -> tuple[Callable[[], None], dict[str, types.ModuleType]]:
-        return _integrity(shape, places, always_equal, send)
+        _frozen.freeze_runner(freeze, runners)  # loaded since (pytest's plugins), before any test file
+        return _integrity(shape, places, always_equal, send, relied_on, entered)
 
     if mode == "direct":
-        return run_direct(send, root, files, integrity)
+        return run_direct(send, root, files, integrity, freeze)
     return run_pytest(send, root, files, False, integrity)
 
 

@@ -50,6 +50,13 @@ MADE_FOR_A_CLASS = frozenset({
 MODULE_NAMES = frozenset({"__name__", "__doc__", "__package__", "__loader__", "__spec__", "__builtins__"})
 # what runners swap and put back around each test and session (``warnings.catch_warnings``)
 SWAPPED = frozenset({("warnings", "_showwarnmsg_impl"), ("warnings", "showwarning")})
+IMMUTABLE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: a class that refuses every change
+# the modules whose names the runner's assertions and the tests' helpers look up as they run, beside the
+# ones the tests import (``Shape.imported``)
+RUNNER_MODULES = frozenset({
+    "builtins", "unittest", "unittest.case", "unittest.util", "pytest", "_pytest.python_api",
+    "_pytest.raises", "_pytest.recwarn", "_pytest.outcomes", "_pytest.approx",
+})  # fmt: skip
 _MISSING = object()
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -96,15 +103,19 @@ class Places:
 
 
 _CLASS_DICT = vars(type)["__dict__"].__get__  # a class's namespace (a live view)
+_CLASS_QUALNAME = vars(type)["__qualname__"].__get__
 _MODULE_DICT = vars(types.ModuleType)["__dict__"].__get__
 
 
 class Snapshot:
     """Identities of the module-level callables and classes' members of every module that is not the code
-    under test's or a test file, compared a holder at a time."""
+    under test's or a test file (or of those ``only`` names), compared a holder at a time. A class that
+    cannot change (a built-in type, one frozen by ``frozen.py``) is not held."""
 
-    def __init__(self, places: Places, cells: tuple[types.CellType, ...] = ()) -> None:
-        self.places, self.cells = places, cells  # cells: of a function any code reaches (ours)
+    def __init__(
+        self, places: Places, cells: tuple[types.CellType, ...] = (), only: frozenset[str] | None = None
+    ) -> None:
+        self.places, self.cells, self.only = places, cells, only  # cells: of a function any code reaches
         self.modules: dict[str, tuple[types.ModuleType, type]] = {}
         self.holders: list[tuple[str, Any, tuple[str, ...], tuple[Any, ...]]] = []
         self.take_new()
@@ -112,7 +123,9 @@ class Snapshot:
     def take_new(self) -> None:
         """Take the modules loaded since the last time (a library's lazy imports)."""
         for name, module in list(sys.modules.items()):
-            if module is None or name in self.modules or self.places.of_module(module) not in (STD, TRUSTED):
+            if module is None or name in self.modules or (self.only is not None and name not in self.only):
+                continue
+            if self.places.of_module(module) not in (STD, TRUSTED):
                 continue
             self.modules[name] = (module, type(module))
             space = list(vars(module).items())
@@ -122,7 +135,8 @@ class Snapshot:
                 name, module, [k for k, v in space if (ours or callable(v)) and (name, k) not in SWAPPED]
             )
             for key, value in space:
-                if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                mutable = isinstance(value, type) and not value.__flags__ & IMMUTABLE
+                if mutable and getattr(value, "__module__", None) == name:
                     self._hold(f"{name}.{key}", value, list(vars(value)))
 
     def _hold(self, label: str, holder: Any, keys: list[str]) -> None:
@@ -233,6 +247,24 @@ class Shape:
         self.builtin_names = frozenset(vars(builtins))
         self.hooks = {id(hook) for hook in (*sys.meta_path, *sys.path_hooks)}
         self._wrap_build_class()
+
+    def imported(self) -> frozenset[str]:
+        """The names of the modules the test files import, and of those they import from."""
+        found: set[str] = set()
+        for outline in self.outlines.values():
+            for module, attribute in outline.top.imports.values():
+                found.update((module, f"{module}.{attribute}") if attribute else (module,))
+        return frozenset(found)
+
+    def holders(self) -> list[tuple[str, Any, tuple[str, ...], tuple[Any, ...]]]:
+        """What the first check found each test module's and test class's names holding, as the snapshot's
+        holders are (label, namespace, names, values)."""
+        found = []
+        for held, names in self.held.values():
+            space = _CLASS_DICT(held) if isinstance(held, type) else _MODULE_DICT(held)
+            label = _CLASS_QUALNAME(held) if isinstance(held, type) else _MODULE_DICT(held).get("__name__")
+            found.append((str(label), space, tuple(names), tuple(names.values())))
+        return found
 
     def _library_object(self, module: str, attribute: str | None) -> Any:
         """What a test's import of a library module binds, imported now (before any candidate code); the
@@ -449,6 +481,38 @@ def holding(snapshot: Snapshot) -> Callable[[], list[str]]:
         return found
 
     return moved
+
+
+def while_running(
+    holders: list[tuple[str, Any, tuple[str, ...], tuple[Any, ...]]],
+) -> tuple[Callable[[], tuple[Any, ...]], Callable[[tuple[Any, ...]], list[str]]]:
+    """``take()``: what ``holders`` hold now; ``changed(taken)``: the names that no longer hold what they
+    held when ``taken`` was taken, and the classes that gained a name since (one that hides an inherited
+    method); a holder added since is not compared. The audit hook takes them around each call the tests
+    make into the code under test. Closures that look up no name when they run."""
+    tuple_, map_, all_, zip_, is_, len_, type_ = tuple, map, all, zip, operator.is_, len, type
+    view = types.MappingProxyType
+
+    def take() -> tuple[Any, ...]:
+        return tuple_([
+            (tuple_(map_(space.get, keys)), tuple_(space) if type_(space) is view else None)
+            for _, space, keys, _ in holders
+        ])  # fmt: skip
+
+    def changed(taken: tuple[Any, ...]) -> list[str]:
+        found = []
+        for (label, space, keys, _), (before, names) in zip_(holders, taken):
+            now = tuple_(map_(space.get, keys))
+            if not all_(map_(is_, now, before)):
+                found += [f"{label}.{k}" for k, a, b in zip_(keys, now, before) if a is not b]
+            if names is not None:  # a class's names (a module's own may grow: a submodule imported)
+                current = tuple_(space)
+                if len_(current) != len_(names) or not all_(map_(is_, current, names)):
+                    found += [f"{label}.{k} (added)" for k in current if k not in names]
+                    found += [f"{label}.{k} (deleted)" for k in names if k not in current]
+        return found
+
+    return take, changed
 
 
 def _changed(label: str, holder: Any, names: dict[str, Any]) -> list[str]:

@@ -8,7 +8,8 @@ report it passed. Failures, each with a reason naming it:
 
 - flag ``tamper_suspect`` (score 0): a channel line the harness did not write, a library callable replaced
   during the run, a test module's names or a test class changed (``shape.py``), a value that equals
-  anything (a class of the code under test whose ``__eq__`` says so), a process that outlived the run
+  anything (a class of the code under test whose ``__eq__`` says so), something the tests rely on changed
+  during a call they made into the code under test (``entries.py``), a process that outlived the run
   holding the channel, a test file changed, a process exit status that differs from the one the session
   reported (a forced exit), or a static-scan finding;
 - flag ``inconsistent_results`` (score 0): the harnesses disagree on an expected test's outcome;
