@@ -119,7 +119,7 @@ def _integrity(
     places: Any,
     always_equal: Callable[[], tuple[list[str], bool]],
     send: Callable[[dict], None],
-    relied_on: list[Any],
+    relied_on: tuple[list[Any], list[tuple[str, Any]]],
     entered: Callable[[list[Any]], list[Any]],
 ) -> tuple[Callable[[], None], dict[str, types.ModuleType]]:
     """The check the runners make after collection, after every test and at the end, and the dict they
@@ -138,13 +138,19 @@ def _integrity(
     take_new, moved, check_shape = snapshot.take_new, _shape.holding(snapshot), shape.check
     modules: dict[str, types.ModuleType] = {}
     reported, first = [False], [True]
-    entering, extend, holders, list_ = _entering(places, entered), relied_on.extend, shape.holders, list
+    entering, holders, list_, type_ = _entering(places, entered), shape.holders, list, type
+    values, classes = relied_on
+    view = types.MappingProxyType
+
+    def rely_on(found: list[tuple[str, Any, tuple[str, ...], tuple[Any, ...]]]) -> None:
+        values.extend(found)
+        classes.extend((label, space) for label, space, _, _ in found if type_(space) is view)
 
     def check() -> None:
         if reported[0]:
             return
         if first[0]:  # the tests are imported: what they call of the code under test is told to the hook
-            extend(entering(list_(modules.values())))
+            rely_on(entering(list_(modules.values())))
         found = moved()
         if not found:
             take_new()
@@ -153,7 +159,7 @@ def _integrity(
             found += moved() if asked else []  # the code under test ran in between
         if first[0]:  # the tests' names and classes, as the first check holds them
             first[0] = False
-            extend(holders())
+            rely_on(holders())
         if found:
             reported[0] = True
             send({"t": "tamper", "what": found[:5]})
@@ -1248,13 +1254,16 @@ def main(argv: list[str]) -> int:
     runners = _frozen.RUNNERS if mode == "direct" else _frozen.UNITTEST
     _frozen.freeze_runner(freeze, runners)
     # what the tests rely on as they run, compared around each call they make into the code under test
-    relied_on = _shape.Snapshot(places, only=_shape.RUNNER_MODULES | shape.imported()).holders
+    relied_on = _shape.Snapshot(places, only=_shape.relied_on(shape.imported())).holders
+    classes: list[tuple[str, Any]] = []  # the test classes and the classes entered: their names too
     always_equal, watch_new, entered = _comparisons(root, tests, tuple(sources.values()), shape.trusted_class)
-    watch(send, root, tests, shape, watch_new, _shape.while_running(relied_on))  # candidate code runs next
+    watch(
+        send, root, tests, shape, watch_new, _shape.while_running(relied_on, classes)
+    )  # candidate code runs next
 
     def integrity() -> tuple[Callable[[], None], dict[str, types.ModuleType]]:
         _frozen.freeze_runner(freeze, runners)  # loaded since (pytest's plugins), before any test file
-        return _integrity(shape, places, always_equal, send, relied_on, entered)
+        return _integrity(shape, places, always_equal, send, (relied_on, classes), entered)
 
     if mode == "direct":
         return run_direct(send, root, files, integrity, freeze)

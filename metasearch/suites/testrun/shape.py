@@ -20,6 +20,11 @@ namespace whose ``TestCase`` asserts nothing), or put a method into a test class
   harness imported first), and each test class must be built only on classes that existed before the code
   under test ran or that library or test code made, and hold only the names its source gives it; from
   then on every such name keeps its identity.
+- ``while_running``: the same identities for what a test relies on as it runs (``relied_on``: builtins,
+  the runner's assertion modules and what they import, what the test files import; the test files' names
+  and classes), taken by the audit hook before each call the tests make into the code under test and
+  compared after it: a change that would put itself back before the next check is seen when the call
+  returns.
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ MODULE_NAMES = frozenset({"__name__", "__doc__", "__package__", "__loader__", "_
 SWAPPED = frozenset({("warnings", "_showwarnmsg_impl"), ("warnings", "showwarning")})
 IMMUTABLE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: a class that refuses every change
 # the modules whose names the runner's assertions and the tests' helpers look up as they run, beside the
-# ones the tests import (``Shape.imported``)
+# modules these import and the ones the tests import (``relied_on``)
 RUNNER_MODULES = frozenset({
     "builtins", "unittest", "unittest.case", "unittest.util", "pytest", "_pytest.python_api",
     "_pytest.raises", "_pytest.recwarn", "_pytest.outcomes", "_pytest.approx",
@@ -483,33 +488,61 @@ def holding(snapshot: Snapshot) -> Callable[[], list[str]]:
     return moved
 
 
+def relied_on(imported: frozenset[str]) -> frozenset[str]:
+    """The names of the modules whose names a test relies on as it runs: the runner's assertion modules
+    (``RUNNER_MODULES``), the modules they import (``collections`` for ``assertCountEqual``, ``re`` for
+    ``assertRegex``) and ``imported``, what the test files import."""
+    found = set(RUNNER_MODULES | imported)
+    for name in RUNNER_MODULES:
+        module = sys.modules.get(name)
+        if isinstance(module, types.ModuleType):
+            found.update(v.__name__ for v in list(vars(module).values()) if isinstance(v, types.ModuleType))
+    return frozenset(found)
+
+
 def while_running(
     holders: list[tuple[str, Any, tuple[str, ...], tuple[Any, ...]]],
+    classes: list[tuple[str, Any]],
 ) -> tuple[Callable[[], tuple[Any, ...]], Callable[[tuple[Any, ...]], list[str]]]:
-    """``take()``: what ``holders`` hold now; ``changed(taken)``: the names that no longer hold what they
-    held when ``taken`` was taken, and the classes that gained a name since (one that hides an inherited
-    method); a holder added since is not compared. The audit hook takes them around each call the tests
-    make into the code under test. Closures that look up no name when they run."""
-    tuple_, map_, all_, zip_, is_, len_, type_ = tuple, map, all, zip, operator.is_, len, type
-    view = types.MappingProxyType
+    """``take()``: what ``holders`` hold now, and the names ``classes`` (label, namespace) have;
+    ``changed(taken)``: the names that no longer hold what they held when ``taken`` was taken, and those
+    a class gained or lost since (a method put in that hides an inherited one); a holder or class added
+    since is not compared. The audit hook takes them around each call the tests make into the code under
+    test. Closures that look up no name when they run."""
+    tuple_, map_, all_, zip_, is_, len_ = tuple, map, all, zip, operator.is_, len
+    getter, missing = operator.itemgetter, KeyError
+    getters: list[Any] = []  # per holder: its names' values in one call (a name missing: one at a time)
+
+    def nothing(space: Any) -> tuple[Any, ...]:
+        return ()
+
+    def held(space: Any, keys: tuple[str, ...], get: Any) -> tuple[Any, ...]:
+        try:
+            return get(space)
+        except missing:  # a name deleted
+            return tuple_(map_(space.get, keys))
 
     def take() -> tuple[Any, ...]:
-        return tuple_([
-            (tuple_(map_(space.get, keys)), tuple_(space) if type_(space) is view else None)
-            for _, space, keys, _ in holders
-        ])  # fmt: skip
+        if len_(getters) < len_(holders):
+            for _, _, keys, _ in holders[len_(getters) :]:
+                getters.append(
+                    getter(*keys, *keys) if len_(keys) == 1 else getter(*keys) if keys else nothing
+                )
+        values = tuple_([held(space, keys, get) for (_, space, keys, _), get in zip_(holders, getters)])
+        return values, tuple_([tuple_(space) for _, space in classes])
 
     def changed(taken: tuple[Any, ...]) -> list[str]:
         found = []
-        for (label, space, keys, _), (before, names) in zip_(holders, taken):
-            now = tuple_(map_(space.get, keys))
+        values, names = taken or ((), ())
+        for (label, space, keys, _), get, before in zip_(holders, getters, values):
+            now = held(space, keys, get)
             if not all_(map_(is_, now, before)):
                 found += [f"{label}.{k}" for k, a, b in zip_(keys, now, before) if a is not b]
-            if names is not None:  # a class's names (a module's own may grow: a submodule imported)
-                current = tuple_(space)
-                if len_(current) != len_(names) or not all_(map_(is_, current, names)):
-                    found += [f"{label}.{k} (added)" for k in current if k not in names]
-                    found += [f"{label}.{k} (deleted)" for k in names if k not in current]
+        for (label, space), had in zip_(classes, names):
+            current = tuple_(space)
+            if len_(current) != len_(had) or not all_(map_(is_, current, had)):
+                found += [f"{label}.{k} (added)" for k in current if k not in had]
+                found += [f"{label}.{k} (deleted)" for k in had if k not in current]
         return found
 
     return take, changed
