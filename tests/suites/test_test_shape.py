@@ -439,6 +439,7 @@ def test_honest_tests_and_solutions_that_use_the_same_machinery_are_not_flagged(
 ONE_SHOT_TESTS = """import unittest
 
 import pytest
+import sol
 from sol import Doubler, f
 
 
@@ -478,6 +479,12 @@ def test_method():
     assert doubler.twice(5) == 10
     with pytest.raises(ValueError):
         doubler.twice(-5)
+
+
+def test_through_the_module():
+    assert sol.g(9) == 18
+    with pytest.raises(ValueError):
+        sol.g(-9)
 """
 # the solution: ``wrong`` is the input it answers wrongly (a negative one: it raises nothing), ``plant`` the
 # input at whose call it plants the change, given by ``change`` (a statement on ``_m``: the modules)
@@ -499,19 +506,27 @@ def _once(holder, name, liar):
     setattr(holder, name, once)
 
 
+def _answer(x):
+    if x == {plant}:
+        {change}
+    if x == {wrong}:
+        return 0 if x > 0 else None
+    if x < 0:
+        raise ValueError(x)
+    return 2 * x
+
+
 class Doubler:
     def twice(self, x):
-        if x == {plant}:
-            {change}
-        if x == {wrong}:
-            return 0 if x > 0 else None
-        if x < 0:
-            raise ValueError(x)
-        return 2 * x
+        return _answer(x)
 
 
 def f(x):
-    return Doubler().twice(x)
+    return _answer(x)
+
+
+def g(x):
+    return _answer(x)
 """
 _TEST_CLASS = (
     "[c for c in getattr(type, '__subcl' 'asses__')(_m['unitt' 'est'].TestCase) if c.__name__ == 'T'][0]"
@@ -533,6 +548,11 @@ ONE_SHOT = {  # name: (plant, wrong, change)
     "the test file's helper": (3, 4, "_once(_m['sol_' 'test'], 'check', lambda *a: None)"),
     "a builtin": (6, 7, "_once(_m['built' 'ins'], 'all', lambda *a: True)"),
     "pytest.raises, from a method the tests call": (5, -5, f"_once(_m['pyt' 'est'], 'raises', {_SUPPRESS})"),
+    "pytest.raises, from a function called through its module": (
+        9,
+        -9,
+        f"_once(_m['pyt' 'est'], 'raises', {_SUPPRESS})",
+    ),
 }
 
 
@@ -542,7 +562,7 @@ def _one_shot(tmp_path: Path, plant: int, wrong: int, change: str) -> dict[str, 
     (tmp_path / "sol.py").write_text(ONE_SHOT_SOLUTION.format(plant=plant, wrong=wrong, change=change))
     tests = {"sol_test.py": ONE_SHOT_TESTS.encode()}
     expected = verdict.collect(str(tmp_path), tests, timeout_s=120)
-    assert len(expected) == 6, expected
+    assert len(expected) == 7, expected
     return verdict.run_and_judge(str(tmp_path), tests, expected, timeout_s=120, fractional=True)
 
 
@@ -555,7 +575,7 @@ def test_a_change_that_puts_itself_back_when_used_gains_nothing(
     honest = _one_shot(tmp_path, plant, 0, "pass")  # no wrong answer, no change
     baseline = _one_shot(tmp_path, plant, wrong, "pass")  # the wrong answer alone
     assert honest["score"] == 1.0 and not honest["flags"], honest
-    assert baseline["score"] == pytest.approx(5 / 6) and not baseline["flags"], baseline
+    assert baseline["score"] == pytest.approx(6 / 7) and not baseline["flags"], baseline
     result = _one_shot(tmp_path, plant, wrong, change)
     record_property("outcome", f"score {result['score']:.2f} flags {result['flags']}: {result.get('error')}")
     assert result["score"] <= baseline["score"], (name, result)

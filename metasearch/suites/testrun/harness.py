@@ -173,23 +173,32 @@ def _entering(
     """``entering(tests)``: put each function of the code under test that a test module names (and each
     ``functools.cache`` or ``lru_cache`` of one) in an ``entries.Entry`` there, and the functions of each
     class of the code under test that a test module names (``enter``), so that the tests' calls of them
-    are told to the audit hook (the code under test's own calls of its functions do not go through them);
-    return what those classes then hold, for the hook to compare around each call. A closure that looks
-    up no name when it runs (the first check calls it, after the code under test was imported)."""
-    kind, candidate, later = places.kind, _shape.CANDIDATE, _entries.LATER
-    entry, tools, function = _entries.Entry, _entries.TOOLS, types.FunctionType
+    are told to the audit hook; a module of the code under test that a test module names (``import sol``,
+    called as ``sol.f``) gets the same in its own namespace. Otherwise the code under test's own calls of
+    its functions do not go through them. Returns what those modules' and classes' names then hold, for
+    the hook to compare around each call (one put back, to be called unseen, is reported). A closure that
+    looks up no name when it runs (the first check calls it, after the code under test was imported)."""
+    kind, of_module, candidate, later = places.kind, places.of_module, _shape.CANDIDATE, _entries.LATER
+    entry, tools, function, module_type = _entries.Entry, _entries.TOOLS, types.FunctionType, types.ModuleType
     cache = type(functools.lru_cache(maxsize=None)(len))
-    module_dict, class_type = vars(types.ModuleType)["__dict__"].__get__, type
-    list_, isinstance_, type_, vars_, id_ = list, isinstance, type, vars, id
+    module_dict, class_type = vars(module_type)["__dict__"].__get__, type
+    list_, isinstance_, type_, vars_, id_, tuple_, str_ = list, isinstance, type, vars, id, tuple, str
 
     def entering(tests: list[types.ModuleType]) -> list[tuple[str, Any, tuple[str, ...], tuple[Any, ...]]]:
         made: dict[int, Any] = {}
-        classes = []
-        for module in tests:
+        classes, held = [], []
+        named = [(module, False) for module in tests]
+        seen = {id_(module) for module in tests}
+        for module, own in named:  # (grows: the code under test's modules the tests name)
             space = module_dict(module)
+            names = []
             for name, value in list_(space.items()):
                 if isinstance_(value, class_type):
                     classes.append(value)
+                    continue
+                if type_(value) is module_type and id_(value) not in seen and of_module(value) == candidate:
+                    seen.add(id_(value))
+                    named.append((value, True))
                     continue
                 if id_(value) not in made:
                     inner = vars_(value).get("__wrapped__") if type_(value) is cache else value
@@ -199,7 +208,12 @@ def _entering(
                         continue
                     made[id_(value)] = entry((tools, value))
                 space[name] = made[id_(value)]
-        return enter(classes)
+                names.append(name)
+            label = space.get("__name__")
+            if own and names:
+                values = tuple_(space.get(name) for name in names)
+                held.append((label if type_(label) is str_ else "?", space, tuple_(names), values))
+        return held + enter(classes)
 
     return entering
 
