@@ -136,9 +136,15 @@ class Snapshot:
             space = list(vars(module).items())
             where = getattr(module, "__file__", None)
             ours = isinstance(where, str) and os.path.realpath(where).startswith(self.places.grader)
-            self._hold(
-                name, module, [k for k, v in space if (ours or callable(v)) and (name, k) not in SWAPPED]
-            )
+            # (with ``only``, what a test relies on as it runs: a module's modules too, ``collections`` in
+            # ``unittest.case``, which ``assertCountEqual`` looks up)
+            modules_too = self.only is not None
+            held = [
+                k
+                for k, v in space
+                if ours or callable(v) or (modules_too and isinstance(v, types.ModuleType))
+            ]
+            self._hold(name, module, [k for k in held if (name, k) not in SWAPPED])
             for key, value in space:
                 mutable = isinstance(value, type) and not value.__flags__ & IMMUTABLE
                 if mutable and getattr(value, "__module__", None) == name:
