@@ -614,9 +614,11 @@ def test_what_the_harness_decides_with_looks_up_no_name_when_it_runs() -> None:
     compare = harness._watching(len, "__eq__", "label")
     assert compare.__closure__ is None and not looked_up(compare.__code__)
     assert not any(looked_up(f.__code__) for f in (harness._near_misses, harness._far_from, harness._outcome))
-    # what the tests' calls into the code under test go through (``entries.Entry``)
+    # what the tests' calls into the code under test go through (``entries.Entry``), and what the checks
+    # make their holders with
     entry = harness._entries.Entry
     called = (
+        harness._shape.hold,
         harness._entries.call,
         harness._entries.stepped,
         entry.__get__,

@@ -182,7 +182,7 @@ def _entering(
     entry, tools, function, module_type = _entries.Entry, _entries.TOOLS, types.FunctionType, types.ModuleType
     cache = type(functools.lru_cache(maxsize=None)(len))
     module_dict, class_type = vars(module_type)["__dict__"].__get__, type
-    list_, isinstance_, type_, vars_, id_, tuple_, str_ = list, isinstance, type, vars, id, tuple, str
+    list_, isinstance_, type_, vars_, id_, str_, hold = list, isinstance, type, vars, id, str, _shape.hold
 
     def entering(tests: list[types.ModuleType]) -> list[tuple[str, Any, tuple[str, ...], tuple[Any, ...]]]:
         made: dict[int, Any] = {}
@@ -211,8 +211,7 @@ def _entering(
                 names.append(name)
             label = space.get("__name__")
             if own and names:
-                values = tuple_(space.get(name) for name in names)
-                held.append((label if type_(label) is str_ else "?", space, tuple_(names), values))
+                held.append(hold(label if type_(label) is str_ else "?", space, names))
         return held + enter(classes)
 
     return entering
@@ -465,7 +464,7 @@ def _comparisons(
     ] = {}  # (class, its comparisons[, members]) -> (lies, ours)
     watched: dict[int, tuple[Any, dict[str, Any]]] = {}  # id(class) -> (class, the comparisons given it)
     entered: dict[int, Any] = {}  # id(class) -> a class the tests name, whose functions are in entries
-    wrap = _entries.wrapped
+    wrap, hold = _entries.wrapped, _shape.hold
 
     def outside_root(filename: str) -> bool:
         """An absolute path outside the folder under test (code compiled from a string has no such path);
@@ -744,8 +743,7 @@ def _comparisons(
                             continue
                         names.append(name)
                 if names:
-                    values = tuple_(space.get(name) for name in names)
-                    found.append((class_label(cls), space, tuple_(names), values))
+                    found.append(hold(class_label(cls), space, names))
         return found
 
     def watch_new(cls: Any) -> None:

@@ -38,7 +38,7 @@ import os
 import sys
 import sysconfig
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 STD, TRUSTED, TEST, CANDIDATE = "std", "trusted", "test", "candidate"
@@ -153,7 +153,7 @@ class Snapshot:
     def _hold(self, label: str, holder: Any, keys: list[str]) -> None:
         # the namespace itself, through the built-in descriptor (a metaclass's ``__dict__`` cannot stand in)
         space = _CLASS_DICT(holder) if isinstance(holder, type) else _MODULE_DICT(holder)
-        self.holders.append((label, space, tuple(keys), tuple(map(space.get, keys))))
+        self.holders.append(hold(label, space, keys))
 
 
 class _Body:
@@ -268,13 +268,13 @@ class Shape:
         return frozenset(found)
 
     def holders(self) -> list[tuple[str, Any, tuple[str, ...], tuple[Any, ...]]]:
-        """What the first check found each test module's and test class's names holding, as the snapshot's
-        holders are (label, namespace, names, values)."""
+        """The names of each test module and test class the first check held, as the snapshot's holders
+        (``hold``)."""
         found = []
         for held, names in self.held.values():
             space = _CLASS_DICT(held) if isinstance(held, type) else _MODULE_DICT(held)
             label = _CLASS_QUALNAME(held) if isinstance(held, type) else _MODULE_DICT(held).get("__name__")
-            found.append((str(label), space, tuple(names), tuple(names.values())))
+            found.append(hold(str(label), space, names))
         return found
 
     def _library_object(self, module: str, attribute: str | None) -> Any:
@@ -492,6 +492,15 @@ def holding(snapshot: Snapshot) -> Callable[[], list[str]]:
         return found
 
     return moved
+
+
+def hold(
+    label: str, space: Any, keys: Iterable[str], _tuple: type = tuple, _map: type = map
+) -> tuple[str, Any, tuple[str, ...], tuple[Any, ...]]:
+    """A holder as the snapshot keeps them: (label, namespace, names, what they hold now). Looks up no
+    name when it runs (the harness's checks call it)."""
+    names = _tuple(keys)
+    return label, space, names, _tuple(_map(space.get, names))
 
 
 def relied_on(imported: frozenset[str]) -> frozenset[str]:
