@@ -581,27 +581,39 @@ ONE_SHOT = {  # name: (plant, wrong, change)
 }
 
 
-def _one_shot(tmp_path: Path, plant: int, wrong: int, change: str) -> dict[str, Any]:
+ONE_SHOT_FILES = {"sol_test.py": ONE_SHOT_TESTS.encode()}
+
+
+def _one_shot(root: Path, expected: list[str], plant: int, wrong: int, change: str) -> dict[str, Any]:
     from metasearch.suites.testrun import verdict
 
-    (tmp_path / "sol.py").write_text(ONE_SHOT_SOLUTION.format(plant=plant, wrong=wrong, change=change))
-    tests = {"sol_test.py": ONE_SHOT_TESTS.encode()}
-    expected = verdict.collect(str(tmp_path), tests, timeout_s=120)
+    (root / "sol.py").write_text(ONE_SHOT_SOLUTION.format(plant=plant, wrong=wrong, change=change))
+    return verdict.run_and_judge(str(root), ONE_SHOT_FILES, expected, timeout_s=120, fractional=True)
+
+
+@pytest.fixture(scope="module")
+def one_shot_expected(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The test ids, collected with the honest solution (no wrong answer, no change), which passes them all."""
+    from metasearch.suites.testrun import verdict
+
+    root = tmp_path_factory.mktemp("honest")
+    (root / "sol.py").write_text(ONE_SHOT_SOLUTION.format(plant=0, wrong=0, change="pass"))
+    expected = verdict.collect(str(root), ONE_SHOT_FILES, timeout_s=120)
     assert len(expected) == 8, expected
-    return verdict.run_and_judge(str(tmp_path), tests, expected, timeout_s=120, fractional=True)
+    honest = _one_shot(root, expected, 0, 0, "pass")
+    assert honest["score"] == 1.0 and not honest["flags"], honest
+    return expected
 
 
 @pytest.mark.parametrize("name", list(ONE_SHOT))
 def test_a_change_that_puts_itself_back_when_used_gains_nothing(
-    tmp_path: Path, name: str, record_property: Any
+    tmp_path: Path, name: str, one_shot_expected: list[str], record_property: Any
 ) -> None:
     plant, wrong, change = ONE_SHOT[name]
     assert scan.findings(ONE_SHOT_SOLUTION.format(plant=plant, wrong=wrong, change=change)) == []
-    honest = _one_shot(tmp_path, plant, 0, "pass")  # no wrong answer, no change
-    baseline = _one_shot(tmp_path, plant, wrong, "pass")  # the wrong answer alone
-    assert honest["score"] == 1.0 and not honest["flags"], honest
+    baseline = _one_shot(tmp_path, one_shot_expected, plant, wrong, "pass")  # the wrong answer alone
     assert baseline["score"] == pytest.approx(7 / 8) and not baseline["flags"], baseline
-    result = _one_shot(tmp_path, plant, wrong, change)
+    result = _one_shot(tmp_path, one_shot_expected, plant, wrong, change)
     record_property("outcome", f"score {result['score']:.2f} flags {result['flags']}: {result.get('error')}")
     assert result["score"] <= baseline["score"], (name, result)
     # refused (the wrong answer fails as it did alone), or seen
