@@ -87,6 +87,7 @@ def run(argv: list[str] | None = None) -> int:
     parser.add_argument("--ids", default=None, help="comma-separated problem ids (e.g. L1/19,L1/23)")
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--sandbox", choices=("docker", "local"), default="docker")
+    parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="cpu", help="where to time")
     parser.add_argument("--memory-limit-mb", type=int, default=None)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=900.0, help="grading timeout per problem (s)")
@@ -99,7 +100,7 @@ def run(argv: list[str] | None = None) -> int:
             path=args.path,
             levels=[int(x) for x in args.levels.split(",")],
             ids=args.ids.split(",") if args.ids else None,
-            device="cpu",
+            device=args.device,
             scale=args.scale,
             reps=args.reps,
             grade_timeout_s=args.timeout,

@@ -125,9 +125,24 @@ def _limit_resources(limits: ResolvedLimits) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
     fsize = 2 << 30
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    # Address space, generous: numerical libraries reserve far more virtual memory than they touch.
-    address = max(limits.memory_mb * 4, 8192) << 20
-    resource.setrlimit(resource.RLIMIT_AS, (address, address))
+    # CUDA reserves address space for the host's and every GPU's memory together when it starts, so on a
+    # machine with an NVIDIA driver any address-space limit that bounds memory makes every CUDA program
+    # fail with "out of memory" (each kernels grading did, on an H200). The data-segment limit counts
+    # only memory mapped writable (CUDA's reservation is not, until used), so it bounds the same memory
+    # there: CUDA started under it and took 1 GiB of GPU memory, and a 12 GiB host allocation was refused.
+    kind, size = memory_limit(limits, NVIDIA)
+    resource.setrlimit(kind, (size, size))
+
+
+# An NVIDIA driver is loaded here (its control device exists).
+NVIDIA = Path("/dev/nvidiactl").exists() or Path("/proc/driver/nvidia").is_dir()
+
+
+def memory_limit(limits: ResolvedLimits, nvidia: bool) -> tuple[int, int]:
+    """The resource limit that bounds a run's memory, and its size in bytes: generous, since numerical
+    libraries reserve more than they touch. The address space, or the data segment where CUDA runs."""
+    size = max(limits.memory_mb * 4, 8192) << 20
+    return (resource.RLIMIT_DATA if nvidia else resource.RLIMIT_AS), size
 
 
 def _run_group(

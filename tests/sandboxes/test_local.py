@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import os
+import resource
 import time
 from pathlib import Path
 
-from metasearch.sandboxes.local import LocalSandbox, PathMap
-from metasearch.sandboxes.protocol import Limits, Mount, RunSpec
+from metasearch.sandboxes.local import LocalSandbox, PathMap, memory_limit
+from metasearch.sandboxes.protocol import DEFAULT_LIMITS, Limits, Mount, RunSpec
 
 
 def test_mount_targets_are_rewritten(tmp_path: Path) -> None:
@@ -40,6 +41,21 @@ def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     assert time.monotonic() - started < 10
     time.sleep(3.5)
     assert not marker.exists(), "a background child survived the timeout"
+
+
+def test_memory_is_bounded_in_a_way_cuda_can_start_under() -> None:
+    """A run cannot map more than its generous limit. With an NVIDIA driver the limit is on the data
+    segment, not the address space: CUDA reserves room for the host's and the GPUs' memory when it starts."""
+    limits = Limits(memory_mb=512).resolve(DEFAULT_LIMITS)
+    assert memory_limit(limits, nvidia=False) == (resource.RLIMIT_AS, 8192 << 20)
+    assert memory_limit(Limits(memory_mb=4096).resolve(DEFAULT_LIMITS), nvidia=False)[1] == 16384 << 20
+    assert memory_limit(limits, nvidia=True) == (resource.RLIMIT_DATA, 8192 << 20)
+    code = "b = bytearray(9 << 30)"  # 9 GiB, never touched
+    result = LocalSandbox().run(RunSpec(command=["python3", "-c", code], limits=Limits(memory_mb=512)))
+    assert result.exit_code != 0 and "MemoryError" in result.stderr, result
+    code = "import resource; resource.setrlimit(resource.RLIMIT_DATA, (8 << 30, 8 << 30)); " + code
+    result = LocalSandbox().run(RunSpec(command=["python3", "-c", code], limits=Limits(memory_mb=512)))
+    assert result.exit_code != 0 and "MemoryError" in result.stderr, result  # the data limit bounds it too
 
 
 def test_output_is_capped() -> None:
