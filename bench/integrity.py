@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CASES = {
     "kernels": "tests/suites/test_kernels.py::test_attacks_on_the_grader_are_caught",
     "kernels (Docker)": "tests/suites/test_kernels.py::test_attacks_in_docker",
+    "kernels (CUDA GPU)": "tests/suites/test_kernels.py::test_attacks_on_the_grader_are_caught_on_cuda",
     "code-edit": "tests/suites/test_tests_verdict.py::test_code_edit_attacks_gain_nothing",
     "polyglot": "tests/suites/test_tests_verdict.py::test_polyglot_attacks_gain_nothing",
     "code-edit + polyglot (Docker)": "tests/suites/test_tests_verdict.py::test_attacks_gain_nothing_in_docker",

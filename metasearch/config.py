@@ -81,6 +81,10 @@ class SandboxSection(_Strict):
     reason saying "disk limit"."""
     gpus: Literal["none", "all"] | list[str] = "none"
     gpu_share: int = Field(1, ge=1)
+    pin_cores: bool = True
+    """Each run gets CPU cores of its own while there are enough (``ceil(cpus)`` of them; then the least
+    used), so that concurrent runs do not share a core while others idle (timings would disturb each
+    other). Turn it off for a Docker engine on another machine, whose cores these are not."""
 
     def limits(self) -> ResolvedLimits:
         """Every sandbox run's limits (a run sets only its timeout, or asks for more memory for a grader)."""

@@ -41,6 +41,7 @@ def make_sandbox(
         image=section.image,
         gpus=section.gpus,
         gpu_share=section.gpu_share,
+        pin_cores=section.pin_cores,
         reserved_gpus=list(reserved_gpus or ()),
     )
     try:

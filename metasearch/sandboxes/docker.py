@@ -43,6 +43,7 @@ from metasearch.sandboxes.container import (
     fill,
     run_exec,
 )
+from metasearch.sandboxes.cores import CORES
 from metasearch.sandboxes.gpus import GPUPool, device_requests
 from metasearch.sandboxes.protocol import DEFAULT_LIMITS, ExecResult, ResolvedLimits, RunSpec
 
@@ -67,6 +68,7 @@ class DockerSandbox:
         reserved_gpus: list[str] = Field(default_factory=list)
         gpus_per_job: int = Field(1, ge=0)
         daemon_timeout_s: float = Field(60, gt=0)
+        pin_cores: bool = True  # see SandboxSection.pin_cores
 
     def __init__(
         self,
@@ -154,7 +156,12 @@ class DockerSandbox:
             yield []
 
     def create_kwargs(
-        self, spec: RunSpec, command: Sequence[str], gpus: Sequence[str], limits: ResolvedLimits | None = None
+        self,
+        spec: RunSpec,
+        command: Sequence[str],
+        gpus: Sequence[str],
+        limits: ResolvedLimits | None = None,
+        cores: Sequence[int] = (),
     ) -> dict[str, Any]:
         """The container settings (exposed so tests can check them without a GPU). ``command`` is what
         the holder runs; the spec's command runs beside it (see container.py)."""
@@ -203,11 +210,22 @@ class DockerSandbox:
             "init": True,
             "log_config": LogConfig(type="none", config={}),
             "device_requests": device_requests(gpus),
+            **({"cpuset_cpus": ",".join(map(str, cores))} if cores else {}),
         }
 
     @contextlib.contextmanager
     def _container(self, spec: RunSpec, limits: ResolvedLimits, gpus: Sequence[str]) -> Iterator[Any]:
         """A started container with the writable mounts' inputs in place; removed on exit."""
+        pinned: contextlib.AbstractContextManager[list[int]] = (
+            CORES.acquire(limits.cpus) if self.config.pin_cores else contextlib.nullcontext([])
+        )
+        with pinned as cores, self._started(spec, limits, gpus, cores) as container:
+            yield container
+
+    @contextlib.contextmanager
+    def _started(
+        self, spec: RunSpec, limits: ResolvedLimits, gpus: Sequence[str], cores: Sequence[int]
+    ) -> Iterator[Any]:
         import docker
 
         from metasearch.sandboxes.images import build_hint
@@ -223,7 +241,7 @@ class DockerSandbox:
         except Exception as exc:
             raise InfrastructureError(f"Docker daemon unreachable: {exc}") from exc
         try:
-            container = self.client.containers.create(**self.create_kwargs(spec, HOLDER, gpus, limits))
+            container = self.client.containers.create(**self.create_kwargs(spec, HOLDER, gpus, limits, cores))
         except Exception as exc:
             raise InfrastructureError(f"cannot create container: {exc}") from exc
         lifeline = None

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from metasearch.sandboxes.cores import CORES
 from metasearch.sandboxes.protocol import DEFAULT_LIMITS, ExecResult, Mount, ResolvedLimits, RunSpec
 
 log = logging.getLogger(__name__)
@@ -117,8 +118,9 @@ class LocalSession:
         return _run_group([self.paths(a) for a in command], Path(self.workdir), self.env, limits, self.root)
 
 
-def _limit_resources(limits: ResolvedLimits) -> None:
+def _limit_resources(limits: ResolvedLimits, cores: list[int]) -> None:
     """Runs in the child before exec."""
+    os.sched_setaffinity(0, cores)
     cpu = int(limits.timeout_s * max(1.0, limits.cpus)) + 5
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -148,6 +150,13 @@ def memory_limit(limits: ResolvedLimits, nvidia: bool) -> tuple[int, int]:
 def _run_group(
     command: list[str], cwd: Path, env: dict[str, str], limits: ResolvedLimits, root: Path
 ) -> ExecResult:
+    with CORES.acquire(limits.cpus) as cores:
+        return _run_on(command, cwd, env, limits, root, cores)
+
+
+def _run_on(
+    command: list[str], cwd: Path, env: dict[str, str], limits: ResolvedLimits, root: Path, cores: list[int]
+) -> ExecResult:
     started = time.monotonic()
     out_path, err_path = root / "stdout", root / "stderr"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
@@ -160,7 +169,7 @@ def _run_group(
                 stderr=err,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=lambda: _limit_resources(limits),
+                preexec_fn=lambda: _limit_resources(limits, cores),
             )
         except OSError as exc:
             return ExecResult(

@@ -213,7 +213,7 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
         ),
         "no gain",
     ),
-    # answers the timed command at once and computes each output only when it is asked for
+    # answers the timed command at once and computes the outputs only when they are asked about
     "lazy_outputs": (
         "row_softmax",
         _module(
@@ -224,7 +224,7 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
                 "    if op == 'run':\n"
                 "        self.outputs = []\n"
                 "        return {'ok': True}\n"
-                "    if op == 'fetch' and not self.outputs:\n"
+                "    if op in ('digest', 'fetch') and not self.outputs:\n"
                 "        _handle(self, 'run', msg)\n"
                 "    return _handle(self, op, msg)\n\n"
                 "_W.handle = _lazy\n"
@@ -449,3 +449,108 @@ DOCKER_EXPLOITS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         ("work_outside_timing", "reference_disturbed"),
     ),
 }
+
+# Answers the digest before computing, and computes only when the outputs are fetched (where the inputs are
+# drawn by the workers and a digest is asked: on a GPU, or with ``--inputs drawn``).
+LAZIER = _module(
+    "row_softmax",
+    _SOFTMAX,
+    prelude=(
+        _WORKER + "\ndef _lazier(self, op, msg):\n"
+        "    if op == 'run':\n"
+        "        self.outputs = []\n"
+        "        return {'ok': True}\n"
+        "    if op == 'fetch' and not self.outputs:\n"
+        "        _handle(self, 'run', msg)\n"
+        "    return _handle(self, op, msg)\n\n"
+        "_W.handle = _lazier\n"
+    ),
+)
+
+# The worker's own report, silenced: what is left to catch these is the judge's own measurements.
+_SILENT = (
+    "\ndef _silent(handle):\n"
+    "    def answer(self, op, msg):\n"
+    "        if op == 'audit':\n"
+    "            return {'changed': [], 'reference_calls': 0, 'threads_changed': False}\n"
+    "        return handle(self, op, msg)\n"
+    "    return answer\n"
+)
+# Waits for the device without spinning the CPU (so that waiting costs no CPU time the judge could charge).
+# Calls the model on every input set, as the worker's ``run`` does, but without waiting for the device.
+_CALL_ALL = "        with torch.no_grad():\n            self.outputs = [self.model(*inputs) for inputs in self.slots]\n"
+_QUIET_WAIT = "\ndef _quiet_wait():\n    done = torch.cuda.Event(blocking=True)\n    done.record()\n    done.synchronize()\n"
+
+# Attacks on timing on a CUDA GPU, where the device works asynchronously to the worker's process: name ->
+# (task, source, what must catch it), as in ``EXPLOITS``; graded with ``device: cuda``.
+CUDA_EXPLOITS: dict[str, tuple[str, str, str]] = {
+    "lazy_past_the_digest": ("row_softmax", LAZIER, "stale_output"),
+    # answers the timed command as soon as its kernels are queued, and waits for them (without spinning)
+    # only when the outputs are asked for
+    "unsynced": (
+        "gpu_row_softmax",
+        _module(
+            "gpu_row_softmax",
+            ORACLES["gpu_row_softmax"][3],
+            prelude=(
+                _WORKER + _SILENT + _QUIET_WAIT + "\ndef _unsynced(self, op, msg):\n"
+                "    if op == 'run':\n" + _CALL_ALL + "        return {'ok': True}\n"
+                "    if op == 'fetch':\n"
+                "        _quiet_wait()\n"
+                "    return _handle(self, op, msg)\n\n"
+                "_W.handle = _silent(_unsynced)\n"
+            ),
+        ),
+        "no gain",
+    ),
+    # the same, but waits in the timed command for half of each call's work: a speedup that looks plausible
+    "half_synced": (
+        "gpu_row_softmax",
+        _module(
+            "gpu_row_softmax",
+            "_halves(x)",
+            prelude=(
+                _WORKER + _SILENT + _QUIET_WAIT + "_marks = []\n\n"
+                "def _halves(x):\n"
+                "    h = x.shape[0] // 2\n"
+                "    first = torch.softmax(x[:h], dim=1)\n"
+                "    mark = torch.cuda.Event(blocking=True)\n"
+                "    mark.record()\n"
+                "    _marks.append(mark)\n"
+                "    return torch.cat([first, torch.softmax(x[h:], dim=1)])\n\n"
+                "def _half(self, op, msg):\n"
+                "    if op == 'run':\n" + _CALL_ALL + "        _marks[-1].synchronize()\n"
+                "        _marks.clear()\n"
+                "        return {'ok': True}\n"
+                "    if op == 'fetch':\n"
+                "        _quiet_wait()\n"
+                "    return _handle(self, op, msg)\n\n"
+                "_W.handle = _silent(_half)\n"
+            ),
+        ),
+        "no gain",
+    ),
+    # computes each call as its inputs arrive, waits without spinning, and answers the timed command at once
+    "eager_quiet": (
+        "gpu_row_softmax",
+        _module(
+            "gpu_row_softmax",
+            ORACLES["gpu_row_softmax"][3],
+            prelude=(
+                _WORKER + _SILENT + _QUIET_WAIT + "\ndef _eager(self, op, msg):\n"
+                "    if op == 'run':\n"
+                "        return {'ok': True}\n"
+                "    answer = _handle(self, op, msg)\n"
+                "    if op == 'inputs':\n" + _CALL_ALL + "        _quiet_wait()\n"
+                "    return answer\n\n"
+                "_W.handle = _silent(_eager)\n"
+            ),
+        ),
+        "no gain",
+    ),
+}
+# The attacks of ``EXPLOITS`` that mean the same on a GPU (not those on CPU threads or NumPy views).
+ON_CUDA_TOO = (
+    "background_work", "calls_reference", "eager_outputs", "fake_report", "lazy_outputs", "patched_allclose", "silenced_clocks", "slowed_clocks", "slowed_reference", "tensor_subclass",
+    "withheld_outputs",
+)  # fmt: skip

@@ -9,12 +9,30 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kernels_fixtures import DOCKER_EXPLOITS, EXPLOITS, ORACLES, cheat, cheat_kind, oracle, wrong
+from kernels_fixtures import (
+    CUDA_EXPLOITS,
+    DOCKER_EXPLOITS,
+    EXPLOITS,
+    LAZIER,
+    ON_CUDA_TOO,
+    ORACLES,
+    cheat,
+    cheat_kind,
+    oracle,
+    wrong,
+)
 
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.sandboxes.local import LocalSandbox
 from metasearch.sandboxes.protocol import ExecResult, RunSpec
-from metasearch.suites.kernels import TASKS_DIR, KernelsSuite, aggregate, cuda_available, task_specs
+from metasearch.suites.kernels import (
+    TASKS_DIR,
+    KernelsSuite,
+    aggregate,
+    cuda_available,
+    grade_kernel,
+    task_specs,
+)
 from metasearch.suites.protocol import Suite, TaskResult
 
 CPU_TASKS = sorted(n for n, s in task_specs().items() if not s.get("needs_gpu"))
@@ -128,6 +146,7 @@ def test_every_task_grades_on_cuda(task: str, tmp_path: Path) -> None:
         pytest.skip("no CUDA GPU")
     suite = KernelsSuite(KernelsSuite.Config(subset="all", device="cuda"))
     good = grade(suite, task, oracle(task), tmp_path)
+    print(f"{task}: {outcome(good)} {good.metrics}")
     assert good.error is None and good.metrics["correct"] == 1.0, good
     assert grade(suite, task, wrong(task), tmp_path).score == 0.0
 
@@ -162,6 +181,85 @@ def test_attacks_on_the_grader_are_caught(name: str, tmp_path: Path, record_prop
         return
     assert result.score == 0.0, result
     assert caught_by in result.flags or caught_by in (result.error or ""), result
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(CUDA_EXPLOITS) + list(ON_CUDA_TOO))
+def test_attacks_on_the_grader_are_caught_on_cuda(name: str, tmp_path: Path, record_property) -> None:  # type: ignore[no-untyped-def]
+    """On a GPU the device runs asynchronously to the worker: a candidate can answer the timed command
+    before its kernels finish, or finish them in the untimed commands while waiting without spinning the
+    CPU. None of that, nor the attacks that mean the same on a GPU, earns more than the honest solution."""
+    if not cuda_available():
+        pytest.skip("no CUDA GPU")
+    task, source, caught_by = CUDA_EXPLOITS.get(name) or EXPLOITS[name]
+    suite = KernelsSuite(KernelsSuite.Config(subset="all", device="cuda", reps=9))
+    result = grade(suite, task, source, tmp_path)
+    record_property("outcome", outcome(result))
+    print(f"{name}: {outcome(result)} {result.metrics}")
+    if caught_by == "no gain":
+        assert_no_gain(result, lambda: grade(suite, task, oracle(task), tmp_path))
+        return
+    assert result.score == 0.0, result
+    assert caught_by in result.flags or caught_by in (result.error or ""), result
+
+
+def test_inputs_drawn_by_the_workers_and_the_digest_grade_right(tmp_path: Path) -> None:
+    """What a GPU gets (each worker draws its inputs from seeds, and proves its outputs by a digest before
+    sending them), run on this CPU: the oracle is correct and faster, a wrong one fails, and a worker that
+    answers the digest before computing is caught by it."""
+
+    def grade_drawn(task: str, source: str) -> TaskResult:
+        artifact = tmp_path / f"drawn-{abs(hash(source))}"
+        artifact.mkdir()
+        (artifact / "solution.py").write_text(source)
+        return grade_kernel(
+            LocalSandbox(), TASKS_DIR / task, artifact, device="cpu", reps=9, warmup=2, timeout_s=120,
+            inputs="drawn",
+        )  # fmt: skip
+
+    good = grade_drawn("row_softmax", oracle("row_softmax"))
+    assert good.error is None and good.metrics["correct"] == 1.0 and good.metrics["speedup"] > 3.0, good
+    bad = grade_drawn("row_softmax", wrong("row_softmax"))
+    assert bad.score == 0.0 and bad.error and "wrong output" in bad.error, bad
+    lazier = grade_drawn("row_softmax", LAZIER)
+    assert lazier.score == 0.0 and "stale_output" in lazier.flags, lazier
+    assert "digest" in (lazier.error or ""), lazier
+
+
+def test_the_digest_of_outputs_is_the_sum_of_their_mixed_words() -> None:
+    """What the timed command's digest proves: computed by the worker on its device and by the judge on the
+    arrays sent, it must be the same number for every dtype and layout (bfloat16 as sent: widened), and
+    differ when one bit of one output does."""
+    import importlib.util
+
+    import numpy as np
+    import torch
+
+    spec = importlib.util.spec_from_file_location("_shared", TASKS_DIR.parent / "grader" / "shared.py")
+    assert spec and spec.loader
+    shared = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shared)
+
+    def by_definition(arrays: list[np.ndarray], key: int) -> int:
+        data = b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)
+        data += bytes(-len(data) % 4)
+        words = (int.from_bytes(data[i : i + 4], "little") for i in range(0, len(data), 4))
+        return sum(((x := (w ^ key) * shared._MIX) ^ (x >> 31)) & 0xFFFFFFFF for w in words)
+
+    batches = [
+        [torch.randn(3, 5)], [torch.randn(7).bfloat16()], [torch.tensor(3.5)], [torch.arange(11, dtype=torch.int16)],
+        [torch.tensor([True, False, True])], [torch.randn(4, 3).t(), torch.randn(2)],
+        [torch.tensor([-0.0, float("nan"), float("inf")], dtype=torch.float64)],
+        [torch.arange(3, dtype=torch.uint8), torch.arange(2, dtype=torch.uint8)], [],
+    ]  # fmt: skip
+    for outputs in batches:
+        for key, words_a_slice in ((0, 3), (12345, 1 << 22), ((1 << 30) - 1, 2)):
+            shared.DIGEST_SLICE = words_a_slice
+            assert shared.digest(outputs, key) == by_definition([shared.as_array(x) for x in outputs], key)
+    x = torch.randn(1000)
+    flipped = x.clone()
+    flipped.view(torch.int32)[500] ^= 1
+    assert shared.digest([x], 7) != shared.digest([flipped], 7)
 
 
 def test_torch_compile_is_not_mistaken_for_tampering(tmp_path: Path) -> None:
@@ -301,6 +399,7 @@ def test_gpu_task_on_cuda(tmp_path: Path) -> None:
         pytest.skip("no CUDA GPU")
     suite = KernelsSuite(KernelsSuite.Config(subset="gpu", reps=20))
     good = grade(suite, "gpu_row_softmax", oracle("gpu_row_softmax"), tmp_path)
+    print(f"gpu_row_softmax: {outcome(good)} {good.metrics}")
     assert good.error is None and good.metrics["correct"] == 1.0 and good.metrics["speedup"] > 1.0, good
     bad = grade(suite, "gpu_row_softmax", wrong("gpu_row_softmax"), tmp_path)
     assert bad.score == 0.0

@@ -163,13 +163,15 @@ def grade_kernel(
     memory_mb: int = 4096,
     max_memory_mb: int | None = None,
     resized: Callable[[int], None] | None = None,
+    inputs: str = "auto",
 ) -> TaskResult:
     """Grade ``artifact_dir/solution.py`` against the problem folder (``reference.py`` and ``task.toml``)
     with the scorer in ``grader/``, in a fresh sandbox run: the one way every kernels-format suite grades.
 
     A run whose memory leaves the candidate less room than the reference needs (the judge measures it;
     see ``grader/room.py``) is run again with what the judge asked for (at most twice), up to
-    ``max_memory_mb`` (default 90% of this machine), and ``resized`` is told the new size. Raises
+    ``max_memory_mb`` (default 90% of this machine), and ``resized`` is told the new size. ``inputs``:
+    who makes the timed inputs (``grader/score.py --inputs``; auto: drawn by each worker on a GPU). Raises
     InfrastructureError when the grader itself failed or cannot fit."""
     # Docker runs the grading alone in its container, whose CPU counter then covers every process the
     # candidate starts; elsewhere the judge follows the candidate's process tree.
@@ -177,7 +179,7 @@ def grade_kernel(
     command = [
         "python3", "-I", "/grader/score.py", "--task-dir", "/problem", "--candidate", "/artifact/solution.py",
         "--device", device, "--reps", str(reps), "--warmup", str(warmup), "--timeout", str(timeout_s),
-        "--accounting", accounting,
+        "--accounting", accounting, "--inputs", inputs,
     ]  # fmt: skip
     mounts = [
         Mount(HERE / "grader", "/grader"),

@@ -11,12 +11,16 @@ candidate's. The judge draws the secret seeds and then:
 2. **Timing**, on the default shape, by the judge's clock: each command's round trip from sending it to the
    complete answer, less the round trip of a command that runs no call (measured on the reference's worker). Calls too short to time
    one by one are batched, each call of a batch on its own fresh inputs, the same inputs and batch size for
-   both workers. Rounds alternate the two workers in ABBA order; after each round the judge takes every
-   output of the batch from both workers and compares them (``stale_output``: skipped, cached or
-   asynchronous work). Work the candidate's worker moves out of the
-   timed command into the untimed ones around it (receiving inputs, sending outputs) is charged to every
-   call: the median over rounds of the CPU time those commands took beyond what the reference's worker
-   needed for the very same commands in the same round; most of its work there is ``work_outside_timing``.
+   both workers (on a GPU each worker draws them itself, on the device, from seeds it learns only when
+   asked). Rounds alternate the two workers in ABBA order. After the timed command the worker sends every
+   output of the batch and the judge compares them with the reference's (``stale_output``: skipped,
+   cached or asynchronous work); on a GPU it must first answer a digest of every output's bytes under a
+   fresh key, which the outputs it sends must match (work left running past the digest). Work the
+   candidate's worker moves out of the timed command into the untimed ones around it (receiving or
+   drawing inputs, the digest, sending outputs) is charged to every call: the median over pairs of rounds
+   of what those commands took beyond what the reference's worker needed for the very same commands in
+   the same rounds, in CPU time, and on a GPU (which works while its process sleeps) the drawing and the
+   digest by their round trips; most of its work there is ``work_outside_timing``.
 3. **Accounting** from the kernel's counters (see ``workers.py``): CPU the candidate's processes used while
    the judge was not waiting on them (``work_outside_timing``), or more CPU than wall time while it was
    (``multithreaded``).
@@ -40,18 +44,18 @@ import contextlib
 import functools
 import math
 import os
-import random
 import secrets
 import signal
 import time
+import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import room
 import shared
 from room import OOM_FIRST, OOM_SETTABLE, oom_priority
+from rounds import Round, Timing, bootstrap, charge, typical
 from workers import Accounting, Worker, WorkerFailed, process_cpu, stopped, worker_command, worker_env
 
 FULL_CREDIT_SPEEDUP = 10.0
@@ -69,7 +73,6 @@ MIN_TIMED_S = 0.05  # at least this much reference time is measured (more rounds
 MAX_REPS = 100
 MIN_ROUNDS = 10  # whatever the configured repetitions: a low quantile of fewer rounds is one lucky call
 EMPTY_TRIPS = 25
-TYPICAL_QUANTILE = 0.2
 DISTURBED = 2.0  # the reference this much slower beside the candidate than alone: the candidate slowed it
 UNDISTURBED = 1.25  # up to this much slower is noise; beyond it the speedup uses the reference timed alone
 OUTSIDE_CPU = (0.05, 0.05)  # allowed CPU outside the candidate's commands: fraction of their wall, plus s
@@ -128,6 +131,7 @@ class Session:
 
     def __init__(self, args: argparse.Namespace, task: dict[str, Any], device: Any) -> None:
         self.args, self.task, self.device = args, task, device
+        self.drawn = args.inputs == "drawn" or (args.inputs == "auto" and device.type == "cuda")
         with _reference_fault():
             self.reference = shared.import_file("_metasearch_reference", Path(args.task_dir) / "reference.py")
         self.flags: list[str] = []
@@ -223,8 +227,8 @@ class Session:
             inputs = shared.make_inputs(self.reference, self.device, _seed(), {})
             self.out_bytes = shared.as_array(shared.call(model, inputs)).nbytes
         size = self.out_bytes + sum(x.numel() * x.element_size() for x in inputs if hasattr(x, "numel"))
-        self._ask(self.ref, "inputs", slots=[])  # a run of no calls: the cost of the command itself
-        self.overhead = _typical([self._ask(self.ref, "run", "empty")[1] for _ in range(EMPTY_TRIPS)])
+        self._ask(self.ref, "inputs", **self._batch(0))  # a run of no calls: the cost of the command itself
+        self.overhead = typical([self._ask(self.ref, "run", "empty")[1] for _ in range(EMPTY_TRIPS)])
         largest = max(1, min(MAX_BATCH, BATCH_BYTES.get(self.device.type, 1 << 20) // max(size, 1)))
         per_call = {w: self._calibrate(w, largest) for w in self.workers}
         n = max(1, min(largest, math.ceil(TARGET_BATCH_S / min(per_call.values()))))
@@ -238,9 +242,9 @@ class Session:
         reps = min(MAX_REPS, reps)
         rounds: dict[Worker, list[Round]] = {w: [] for w in self.workers}
         for rep in range(reps):
-            inputs = self._inputs(n)
+            batch = self._batch(n)
             for worker in self.workers if rep % 2 == 0 else self.workers[::-1]:
-                rounds[worker].append(self._round(worker, inputs, "timed"))
+                rounds[worker].append(self._round(worker, batch, "timed"))
             for got, want in zip(rounds[self.cand][-1].outputs, rounds[self.ref][-1].outputs, strict=True):
                 problem = self._compare(got, want)
                 if problem:
@@ -253,44 +257,85 @@ class Session:
         """Seconds per call, from batches grown until one lasts ``TARGET_BATCH_S`` (warm-up included)."""
         n, best = 1, math.inf
         for attempt in range(max(1, self.args.warmup) + 4):
-            best = min(best, self._round(worker, self._inputs(n), "warm").call)
+            best = min(best, self._round(worker, self._batch(n), "warm").call)
             if attempt >= self.args.warmup - 1:
                 if n * best >= TARGET_BATCH_S or n == largest:
                     break
                 n = min(largest, max(2 * n, math.ceil(TARGET_BATCH_S / max(best, 1e-7))))
         return max(best, 1e-7)
 
-    def _inputs(self, n: int) -> tuple[list[list[Any]], bytes]:
-        """``n`` fresh input sets at the timed shape, drawn by the judge, ready to send."""
+    def _batch(self, n: int) -> dict[str, Any]:
+        """``n`` fresh input sets at the timed shape, as the ``inputs`` command's fields: the sets the
+        judge drew, or (``--inputs drawn``) their seeds, for each worker to draw where it runs them (on a
+        GPU, by the GPU: no inputs cross a pipe, and a worker has nothing to work on before it is asked)."""
+        if self.drawn:
+            return {"seeds": [_seed() for _ in range(n)]}
         with _reference_fault():
-            return shared.pack(
-                [shared.make_inputs(self.reference, self.device, _seed(), {}) for _ in range(n)]
-            )
+            inputs = [shared.make_inputs(self.reference, self.device, _seed(), {}) for _ in range(n)]
+            spec, data = shared.pack(inputs)
+        return {"slots": spec, "payload": data}
 
-    def _round(self, worker: Worker, inputs: tuple[list[list[Any]], bytes], kind: str) -> Round:
-        """Send input sets, run them in one timed command, fetch every output. The untimed commands are
-        measured in CPU seconds (the kernel's count, which waiting for a busy machine does not inflate)."""
-        (spec, data), n = inputs, len(inputs[0])
+    def _round(self, worker: Worker, batch: dict[str, Any], kind: str) -> Round:
+        """Send one batch of input sets, run them in one timed command, fetch every output; with drawn
+        inputs, have the worker prove first what the timed command made (a digest of every output's bytes,
+        under a key it learns only then).
+
+        Work moved out of the timed command into the untimed ones around it is charged: by the CPU
+        seconds they took (the kernel's count, which waiting for a busy machine does not inflate), and on
+        a GPU, where the device works while its process sleeps, the drawing and the digest by their round
+        trips (both run on the device: short, and as steady as the timed command). The outputs' transfer
+        stays charged by CPU: its round trip varies too much to charge, and the digest already proved
+        that the outputs existed before it. (On a CPU no work gets done without CPU time, charged wherever
+        it is spent; drawing there costs more than receiving, and its noise would be charged.)"""
+        n = len(batch.get("seeds", batch.get("slots", [])))
         cpu = self.cpu.quick if worker is self.cand else functools.partial(process_cpu, worker.proc.pid)
+        clock = time.perf_counter if self.device.type == "cuda" else cpu
+        key = _seed() if self.drawn else None
         with worker.busy():
-            start = cpu()
-            self._ask(worker, "inputs", slots=spec, payload=data)
-            untimed = cpu() - start
+            start = clock()
+            self._ask(worker, "inputs", **batch)
+            untimed = clock() - start
             _, wall = self._ask(worker, "run", kind)
+            start = clock()
+            proof = self._ask(worker, "digest", key=key)[0] if key is not None else {}
+            untimed += clock() - start
             start = cpu()
             answer, _ = self._ask(worker, "fetch", slots=list(range(n)), limit=self.out_bytes * n)
             untimed += cpu() - start
         outputs = answer.get("arrays", [])
         if len(outputs) != n:
             raise CandidateFailed(f"the worker sent {len(outputs)} outputs for {n} calls")
+        if key is not None and str(proof.get("digest")) != str(self._digest(outputs, key)):
+            if worker is self.ref:
+                raise GraderFailed("the reference's worker sent outputs that differ from its digest")
+            raise CandidateFailed(
+                "the outputs sent differ from those the timed command's digest named (work left running "
+                "past it, or outputs changed afterwards)",
+                ["stale_output"],
+            )
         return Round(max(wall - self.overhead, 1e-9) / n, untimed / n, outputs)
 
+    def _digest(self, arrays: list[Any], key: int) -> int:
+        """The digest of the outputs as sent, computed as the worker computes it, on the same device."""
+        import numpy as np
+        import torch
+
+        with warnings.catch_warnings():  # arrays read from the pipe are read-only; the digest only reads
+            warnings.simplefilter("ignore", UserWarning)
+            return shared.digest(
+                [torch.from_numpy(np.ascontiguousarray(a)).to(self.device) for a in arrays], key
+            )
+
     def _solo_round(self, n: int) -> float:
-        """A round of the reference's worker alone, then the judge draws as many inputs as the candidate's
-        worker did in its place (so the reference finds the machine's caches as it did beside it)."""
-        call = self._round(self.ref, self._inputs(n), "solo").call
-        for _ in range(n):
-            shared.make_inputs(self.reference, self.device, _seed(), {})
+        """A round of the reference's worker alone, then as many input sets drawn as the candidate's
+        worker's round drew in its place, by the judge or the reference's worker (so the reference finds
+        the machine's caches as it did beside it)."""
+        call = self._round(self.ref, self._batch(n), "solo").call
+        if self.drawn:
+            self._ask(self.ref, "inputs", **self._batch(n))
+        else:
+            for _ in range(n):
+                shared.make_inputs(self.reference, self.device, _seed(), {})
         return call
 
     def _ask(self, worker: Worker, op: str, kind: str | None = None, **fields: Any) -> tuple[dict, float]:
@@ -375,9 +420,9 @@ class Session:
     def _verdict(self, timing: Timing, solo: list[float], cpu_total: float) -> dict[str, Any]:
         cand, flags = self.cand, self.flags
         ref_calls = [r.call for r in timing.ref]
-        charged = _charge([c.untimed - r.untimed for c, r in zip(timing.cand, timing.ref, strict=True)])
+        charged = charge([c.untimed - r.untimed for c, r in zip(timing.cand, timing.ref, strict=True)])
         cand_calls = [r.call + charged for r in timing.cand]
-        if charged > 0.5 * _typical(cand_calls):
+        if charged > 0.5 * typical(cand_calls):
             flags.append("work_outside_timing")
         outside = cpu_total - cand.cpu_inside
         if (
@@ -387,12 +432,12 @@ class Session:
             flags.append("work_outside_timing")
         if cand.cpu_inside > 1.25 * cand.wall_inside + 0.05 and "multithreaded" not in flags:
             flags.append("multithreaded")
-        beside, cand_s, solo_s = (_typical(x) for x in (ref_calls, cand_calls, solo))
+        beside, cand_s, solo_s = (typical(x) for x in (ref_calls, cand_calls, solo))
         if beside > DISTURBED * solo_s:
             flags.append("reference_disturbed")
         ref_s = beside if beside <= UNDISTURBED * solo_s else solo_s
         speedup = ref_s / max(cand_s, 1e-12)
-        lo, hi = _bootstrap(timing, ref_s / beside)
+        lo, hi = bootstrap(timing, ref_s / beside)
         if speedup > float(self.task.get("ceiling", 1000.0)):
             flags.append("speedup_above_ceiling")
         score = score_from(True, speedup, lo, flags)
@@ -408,24 +453,6 @@ class Session:
         if error and self.changed:
             error += f" (changed: {', '.join(self.changed[:5])})"
         return {"score": score, "metrics": metrics, "flags": flags, "error": error}
-
-
-@dataclass
-class Round:
-    """One timed command as the judge saw it: seconds per call, seconds per call of the untimed commands
-    around it, and the outputs it sent."""
-
-    call: float
-    untimed: float
-    outputs: list[Any]
-
-
-@dataclass(frozen=True)
-class Timing:
-    reps: int
-    n: int
-    ref: list[Round]
-    cand: list[Round]
 
 
 @contextlib.contextmanager
@@ -451,39 +478,3 @@ def _same_bytes(array: Any, data: bytearray, offset: int, size: int) -> bool:
 
 def _seed() -> int:
     return secrets.randbelow(1 << 30)
-
-
-def _typical(times: list[float]) -> float:
-    """A low quantile: what a call costs when nothing else got in its way. Round trips wait for the
-    scheduler now and then, and that waiting only ever adds time."""
-    return _quantile(times, TYPICAL_QUANTILE)
-
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[int(q * (len(ordered) - 1))]
-
-
-def _charge(extra: list[float]) -> float:
-    """Seconds per call to add to the candidate's time: the median, over rounds, of the CPU time its worker
-    spent in a round's untimed commands beyond what the reference's worker spent on the very same commands
-    (the same inputs, outputs of the same size). Work moved out of the timed command is paid for where it
-    was done. Paired by round, because the cost of those commands drifts from round to round; the median,
-    because the noise of a difference is symmetric: a low quantile of it would charge a fraction of the
-    hidden work, and a kernel cheaper than its inputs' transfer could hide most of its work there."""
-    return max(0.0, _quantile(extra, 0.5))
-
-
-def _bootstrap(timing: Timing, scale: float, draws: int = 1000) -> tuple[float, float]:
-    """95% interval of the speedup, resampling rounds (each round times both workers; the charge is taken
-    again from each sample)."""
-    rng = random.Random(1)
-    rounds = list(zip(timing.ref, timing.cand, strict=True))
-    ratios = []
-    for _ in range(draws):
-        sample = rng.choices(rounds, k=len(rounds))
-        charged = _charge([c.untimed - r.untimed for r, c in sample])
-        cand = _typical([c.call for _, c in sample]) + charged
-        ratios.append(scale * _typical([r.call for r, _ in sample]) / max(cand, 1e-12))
-    ratios.sort()
-    return ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]

@@ -34,6 +34,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=240.0)
     parser.add_argument("--accounting", choices=("container", "process"), default="process")
+    parser.add_argument(
+        "--inputs",
+        choices=("auto", "sent", "drawn"),
+        default="auto",
+        help="timed inputs sent by the judge, or drawn by each worker from seeds (with a digest of the "
+        "outputs); auto: drawn on a GPU, sent on a CPU",
+    )
     args = parser.parse_args(argv)
     if not Path(args.candidate).is_file():
         print(json.dumps(failed(f"no artifact: {Path(args.candidate).name} was not written")), flush=True)

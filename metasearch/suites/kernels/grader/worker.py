@@ -8,9 +8,11 @@ own, its own clock, the kernel's CPU accounting); ``audit`` reports what a polit
 and can only count against it.
 
 Commands: ``model`` (build for a seed and shape set), ``inputs`` (input sets the judge made, their bytes
-following the command line), ``run`` (call the model once per input set, then synchronise the device; with
-no input sets, the judge's measure of the round trip), ``fetch`` (send some outputs, optionally with their
-inputs, as raw arrays after the answer line), ``audit``, ``exit``.
+following the command line; or drawn here, on the device, from the judge's seeds), ``run`` (call the model
+once per input set, then synchronise the device; with no input sets, the judge's measure of the round
+trip), ``digest`` (of every output's bytes, under the judge's key: the outputs must exist to answer it),
+``fetch`` (send some outputs, optionally with their inputs, as raw arrays after the answer line),
+``audit``, ``exit``.
 """
 
 from __future__ import annotations
@@ -112,7 +114,11 @@ class Worker:
                 self.reference, self.model_cls, self.device, msg["seed"], msg["shape"]
             )
         elif op == "inputs":
-            self.slots = shared.unpack(msg["slots"], msg.pop("payload", b""), self.device)
+            if "seeds" in msg:  # drawn here, on the device, from the judge's seeds
+                self.slots = [shared.make_inputs(self.reference, self.device, s, {}) for s in msg["seeds"]]
+                shared.sync(self.device)
+            else:
+                self.slots = shared.unpack(msg["slots"], msg.pop("payload", b""), self.device)
             self.outputs = []
         elif op == "run":
             self.outputs = [shared.call(self.model, inputs) for inputs in self.slots]
@@ -120,6 +126,8 @@ class Worker:
             if self.device.type == "cpu" and self.torch.get_num_threads() != 1:
                 self.threads_changed = True
                 self.torch.set_num_threads(1)
+        elif op == "digest":
+            return {"ok": True, "digest": str(shared.digest(self.outputs, msg["key"]))}
         elif op == "fetch":
             arrays = [shared.as_array(self.outputs[i]) for i in msg["slots"]]
             if msg.get("inputs"):

@@ -1,0 +1,68 @@
+"""The judge's timing statistics: rounds as measured, the typical call, the charge for work moved out of
+the timed command, and the speedup's bootstrap interval."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+TYPICAL_QUANTILE = 0.2
+
+
+@dataclass
+class Round:
+    """One timed command as the judge saw it: seconds per call, seconds per call of the untimed commands
+    around it, and the outputs it sent."""
+
+    call: float
+    untimed: float
+    outputs: list[Any]
+
+
+@dataclass(frozen=True)
+class Timing:
+    reps: int
+    n: int
+    ref: list[Round]
+    cand: list[Round]
+
+
+def typical(times: list[float]) -> float:
+    """A low quantile: what a call costs when nothing else got in its way. Round trips wait for the
+    scheduler now and then, and that waiting only ever adds time."""
+    return quantile(times, TYPICAL_QUANTILE)
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[int(q * (len(ordered) - 1))]
+
+
+def charge(extra: list[float]) -> float:
+    """Seconds per call to add to the candidate's time: the median, over pairs of rounds, of what its
+    worker spent in the rounds' untimed commands beyond what the reference's worker spent on the very same
+    commands (the same inputs, outputs of the same size), as the judge measured them (``Session._round``).
+    Work moved out of the timed command is paid for where it was done. Paired by round, because the cost
+    of those commands drifts from round to round; each two rounds averaged, because the workers take turns
+    first in them (ABBA) and the one that goes second pays more (the other's work left the caches cold);
+    the median, because the noise of a difference is symmetric: a low quantile of it would charge a
+    fraction of the hidden work, and a kernel cheaper than its inputs could hide most of its work there."""
+    pairs = [sum(extra[i : i + 2]) / len(extra[i : i + 2]) for i in range(0, len(extra), 2)]
+    return max(0.0, quantile(pairs, 0.5))
+
+
+def bootstrap(timing: Timing, scale: float, draws: int = 1000) -> tuple[float, float]:
+    """95% interval of the speedup, resampling pairs of rounds (each round times both workers, in turn
+    first and second; the charge is taken again from each sample)."""
+    rng = random.Random(1)
+    rounds = list(zip(timing.ref, timing.cand, strict=True))
+    units = [rounds[i : i + 2] for i in range(0, len(rounds), 2)]
+    ratios = []
+    for _ in range(draws):
+        sample = [pair for unit in rng.choices(units, k=len(units)) for pair in unit]
+        charged = charge([c.untimed - r.untimed for r, c in sample])
+        cand = typical([c.call for _, c in sample]) + charged
+        ratios.append(scale * typical([r.call for r, _ in sample]) / max(cand, 1e-12))
+    ratios.sort()
+    return ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]
