@@ -2,11 +2,12 @@
 
 A sandbox has no network and no secrets. Its only way to a model is the socket this gateway listens on
 (mounted at ``/run/metasearch/llm.sock``). The gateway forwards ``POST /v1/chat/completions``,
-``POST /v1/completions`` and ``GET /v1/models`` to the upstream endpoint with the key added, fills in the
-model when the agent names none, meters tokens per job against ``TokenMeter`` budgets (each call reserves
-its worst case first and its ``max_tokens`` is clipped to the room left, so no budget is ever passed; a call
-that does not fit is a 403 with a message the agent can read), and appends every call to the job's
-transcript.
+``POST /v1/completions`` and ``GET /v1/models`` to the upstream endpoint with the key added, sets the
+configured model (whatever the agent names: it is the one the budget is priced at), meters tokens per job
+against ``TokenMeter`` budgets (each call reserves its worst case first, see ``worst_case``: every completion
+it can produce, each ``max_tokens`` clipped to its share of the room left, so no budget is ever passed; a
+call that does not fit is a 403 with a message the agent can read), and appends every call to the job's
+transcript. An upstream that spends more than reserved is charged what it reports, logged and counted.
 Streamed calls (``stream: true``) are relayed event by event; the gateway asks the upstream for the
 final usage event and charges it when the stream ends.
 
@@ -34,7 +35,8 @@ from typing import Any
 
 import httpx
 
-from metasearch.llm.usage import BudgetExhausted, Hold, TokenMeter, prompt_bound
+from metasearch.llm.usage import BudgetExhausted, Hold, TokenMeter
+from metasearch.llm.worst_case import cap_completions, worst_case
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +95,7 @@ class Gateway:
         self.last_upstream_error: str | None = None
         self.budget_refusals = 0
         self.study_refusals = 0
+        self.overruns = 0  # calls the upstream charged more for than they reserved
         self._lock = threading.Lock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -159,21 +162,23 @@ class Gateway:
                 raise ValueError("not an object")
         except ValueError as exc:
             return _error(400, f"request body is not a JSON object: {exc}")
-        if self.model and request.get("model") in (None, "", "default"):
+        if self.model:  # another model would be metered at this one's price
             request["model"] = self.model
-        cap_key = "max_completion_tokens" if "max_completion_tokens" in request else "max_tokens"
-        asked = request.get(cap_key)
         try:
-            hold = self.meter.reserve(
-                self.job_id, prompt_bound(request), int(asked) if isinstance(asked, int | float) else None
-            )
+            ask = worst_case(route, request)
+        except ValueError as exc:
+            return _error(400, str(exc), kind="invalid_request_error")
+        try:
+            hold = self.meter.reserve(self.job_id, *ask.reservation())
         except BudgetExhausted as exc:
             with self._lock:
                 self.budget_refusals += 1
                 self.study_refusals += exc.scope == "study"
-            return _error(403, str(exc), kind="token_budget_exhausted")
+            many = f"; the call asks for {ask.completions} completions (n, best_of, prompts)"
+            message = str(exc) + (many if ask.completions > 1 else "")
+            return _error(403, message, kind="token_budget_exhausted")
         if hold.max_completion is not None:
-            request[cap_key] = hold.max_completion
+            cap_completions(request, ask.per_completion(hold.max_completion))
         try:
             if request.get("stream"):
                 # Ask for the usage chunk at the end of the stream: it is what the meter charges.
@@ -280,7 +285,7 @@ class Gateway:
             completion = int(usage.get("completion_tokens") or 0)
             if not usage:  # no usage chunk: estimate, so a stream never spends the budget for free
                 prompt, completion = len(json.dumps(request)) // 4, len("".join(text)) // 4 + 1
-            self.meter.settle(hold, prompt, completion)
+            self._settle(hold, prompt, completion)
             with self._lock:
                 self.calls += 1
             self._transcript(route, request, status, started, prompt, completion, "".join(text))
@@ -355,7 +360,7 @@ class Gateway:
                 if hold is None:
                     self.meter.charge(self.job_id, prompt, completion)
                 else:
-                    self.meter.settle(hold, prompt, completion)
+                    self._settle(hold, prompt, completion)
                 settled = True
             except (ValueError, AttributeError, TypeError) as exc:
                 status, data = _error(502, f"malformed upstream reply ({exc}): {data[:200]!r}")
@@ -365,6 +370,16 @@ class Gateway:
             self.calls += 1
         self._transcript(route, request, status, started, prompt, completion, data.decode("utf-8", "replace"))
         return status, data
+
+    def _settle(self, hold: Hold, prompt: int, completion: int) -> None:
+        """Charge what the upstream reports, even past the reservation (the tokens are spent): the caps
+        then refuse the next call, and the overrun is logged and counted rather than lost."""
+        self.meter.settle(hold, prompt, completion)
+        if hold.key and prompt + completion > hold.tokens:  # key 0: no cap applied, nothing was reserved
+            with self._lock:
+                self.overruns += 1
+            spent, job = prompt + completion, self.job_id
+            log.warning("gateway %s: upstream charged %d tokens, %d reserved", job, spent, hold.tokens)
 
     def _transcript(
         self,
