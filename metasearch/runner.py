@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metasearch.archive import GitArchive
+from metasearch.archive.git import kept_diff
 from metasearch.errors import ArchiveError, ConfigError, InfrastructureError, SandboxViolation, TaskUnfit
 from metasearch.events import Evaluated, Expanded, ExpansionRejected, InfraFailure, Outcome
 from metasearch.llm.gateway import FORWARDER_PATH, SOCKET_DIR, SOCKET_PATH
@@ -125,8 +126,11 @@ class Runner:
             tampered = worktree_tampering(workspace, git_link)
             if tampered:
                 return ExpansionRejected(f"tampered worktree: {tampered}")
-            diff = self.archive.workspace_diff(workspace)
-            (log_dir / "proposal.diff").write_text(diff)
+            try:
+                diff = self.archive.workspace_diff(workspace)
+            except SandboxViolation as exc:
+                return ExpansionRejected(f"proposer failed: {exc}")
+            (log_dir / "proposal.diff").write_text(kept_diff(diff))
             verdict = check(diff, workspace, parent_manifest, None, self.gate, self._labels(job))
             if verdict.admitted:
                 verdict = self._smoke(job, workspace, parent_manifest)

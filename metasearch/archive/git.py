@@ -40,6 +40,7 @@ from metasearch.archive.plumbing import (
     git,
     git_bytes,
     git_ok,
+    neutral_attributes,
     object_format,
     write_tree,
 )
@@ -48,6 +49,7 @@ from metasearch.errors import ArchiveError
 from metasearch.types import Agent, Evaluation, Expand, Job, job_to_dict
 
 log = logging.getLogger(__name__)
+KEPT_DIFF = 2_000_000  # characters of a diff kept in a log (the gate refuses far smaller ones by default)
 
 BRANCH_PREFIX = "agents/"
 
@@ -71,6 +73,8 @@ class GitArchive:
         self._work = self.root / "work" / f"{self.host}_{os.getpid()}_{tag}"
         self._fast: bool | None = None  # commit and branch written in-process (see objects.py)
         self._checkouts: dict[Path, str] = {}  # live worktree -> the commit it was made at
+        if (self.repo / ".git").is_dir():  # (one made before the file existed gets it here)
+            neutral_attributes(self.repo / ".git")
 
     @property
     def index(self) -> ArchiveIndex:
@@ -108,6 +112,7 @@ class GitArchive:
         git(root, "init", "-q", "-b", "main", "repo")
         for key, value in REPO_CONFIG.items():
             git(root / "repo", "config", key, value)
+        neutral_attributes(root / "repo" / ".git")
         (root / "config.yaml").write_text(config_text)
         if record_files:
             for name, text in record_files.items():
@@ -281,11 +286,12 @@ class GitArchive:
         )
 
     def fail_expansion(self, job: Expand, reason: str, diff: str = "") -> None:
-        """Journal a rejected expansion; a non-empty ``diff`` is kept as logs/<job_id>/rejected.diff."""
+        """Journal a rejected expansion; a non-empty ``diff`` is kept as logs/<job_id>/rejected.diff (its
+        first ``KEPT_DIFF`` characters: one rejected for its size could fill the disk)."""
         diff_path = None
         if diff:
             path = self.log_dir(job.job_id) / "rejected.diff"
-            path.write_text(diff)
+            path.write_text(kept_diff(diff))
             diff_path = str(path.relative_to(self.root))
         self.journal.append(
             {
@@ -349,16 +355,23 @@ class GitArchive:
 
     def workspace_diff(self, workspace: Path) -> str:
         """The change in a workspace from ``checkout`` against its commit, new files included, ignored ones
-        not. Git never runs inside the workspace (a candidate may have rewritten its ``.git``)."""
+        not. Git never runs inside the workspace (a candidate may have rewritten its ``.git``). Bytes that
+        are not UTF-8 are replaced (the diff is a record to read; the child's commit holds the files).
+        SandboxViolation for a tree git would refuse to check out: the candidate's failure."""
         base = self._checkouts.get(Path(workspace))
         if base is None:
             raise ArchiveError(f"{workspace}: not a live checkout of this archive")
         tree = write_tree(self.repo, Path(workspace), in_process=self._in_process())
-        return self._git("diff", "--binary", base, tree)
+        return git_bytes(self.repo, "diff", "--binary", base, tree).decode("utf-8", "replace")
 
     def read_text(self, agent_id: str, path: str) -> str:
-        """A file of the agent's commit, read from git (never from a worktree a candidate could write)."""
-        return self._git("show", f"{self.get(agent_id).commit}:{path}")
+        """A file of the agent's commit, read from git (never from a worktree a candidate could write);
+        ArchiveError if it is not UTF-8."""
+        data = git_bytes(self.repo, "show", f"{self.get(agent_id).commit}:{path}")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ArchiveError(f"{path} of agent {agent_id} is not UTF-8 text: {exc}") from exc
 
     def archive_bytes(self, agent_id: str) -> bytes:
         """The agent's files as an uncompressed tarball (how code travels to other machines)."""
@@ -378,6 +391,13 @@ class GitArchive:
 
     def _git_ok(self, *args: str) -> bool:
         return git_ok(self.repo, *args)
+
+
+def kept_diff(diff: str, limit: int = KEPT_DIFF) -> str:
+    """``diff`` as a log keeps it: its first ``limit`` characters, and a line saying what was cut."""
+    if len(diff) <= limit:
+        return diff
+    return diff[:limit] + f"\n[cut: the diff has {len(diff)} characters; the first {limit} are kept]\n"
 
 
 def _commit_files(repo: Path, files: Mapping[str, str], message: str) -> str:

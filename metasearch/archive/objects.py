@@ -7,8 +7,10 @@ rename; as git does with ``core.fsync=objects``) and the branch as a ref file vi
 ids are exactly git's (tests compare them with ``git write-tree`` and ``git commit-tree``).
 
 Only for the classic repository layout (``supported``: SHA-1 objects, files ref backend), and only for
-plain folders: ``write_tree`` returns None for anything git must handle itself (.gitattributes filters,
-nested repositories, special files), and callers then fall back to git.
+plain folders: ``write_tree`` returns None for anything git must handle itself (nested repositories,
+special files), and callers then fall back to git. A tree's own ``.gitattributes`` changes nothing here or
+in git: the repository's ``info/attributes`` (``plumbing.ATTRIBUTES``) unsets every attribute that would
+make git store, check out or export other bytes than the files hold.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ import zlib
 from pathlib import Path
 from typing import Union
 
+from metasearch.errors import SandboxViolation
+
 IDENTITY = "metasearch <metasearch@localhost>"
+# what git refuses to hold as a link (it reads them from the tree: a link would lead it elsewhere)
+NO_LINKS = frozenset({b".gitmodules", b".gitattributes", b".gitignore", b".mailmap"})
 
 
 def supported(git_dir: Path, object_format: str) -> bool:
@@ -76,11 +82,14 @@ def write_tree(git_dir: Path, folder: Path, paths: list[bytes], gitignore: bytes
     base = os.fsencode(folder)
     for rel in paths:
         parts = rel.split(b"/")
-        if rel.endswith(b"/") or parts[-1] == b".gitattributes":  # a nested repository; filters, eol
+        if rel.endswith(b"/"):  # a nested repository
             return None
+        refuse_path(parts)
         full = os.path.join(base, rel)
         st = os.lstat(full)
         if stat.S_ISLNK(st.st_mode):
+            if _folded(parts[-1]) in NO_LINKS:
+                raise SandboxViolation(f"a link git refuses to hold: {os.fsdecode(rel)}")
             mode, data = b"120000", os.readlink(full)
         elif stat.S_ISREG(st.st_mode):
             mode = b"100755" if st.st_mode & stat.S_IXUSR else b"100644"
@@ -98,6 +107,21 @@ def write_tree(git_dir: Path, folder: Path, paths: list[bytes], gitignore: bytes
     if gitignore is not None and b".gitignore" not in root:
         root[b".gitignore"] = (b"100644", write_object(git_dir, b"blob", gitignore))
     return _write_tree_node(git_dir, root)
+
+
+def refuse_path(parts: list[bytes]) -> None:
+    """SandboxViolation for a path git would refuse to check out (``invalid path``): a part that names
+    git's own folder as another file system would read it (``.GIT``, ``.git.``, ``.git::$INDEX_ALLOCATION``,
+    ``git~1``). Written into a tree, such a path fails every later checkout of it."""
+    for part in parts:
+        folded = _folded(part)
+        if folded == b".git" or folded == b"git~1" or folded.startswith(b".git:"):
+            raise SandboxViolation(f"a path git refuses to check out: {os.fsdecode(b'/'.join(parts))}")
+
+
+def _folded(part: bytes) -> bytes:
+    """A path part as a case-insensitive file system that drops trailing dots and spaces reads it."""
+    return part.lower().rstrip(b" .")
 
 
 def _write_tree_node(git_dir: Path, node: _Tree) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from metasearch.archive import objects
-from metasearch.errors import ArchiveError
+from metasearch.errors import ArchiveError, SandboxViolation
 
 # What every agent commit ignores (written as its .gitignore when it has none, and always applied as
 # an exclude file when staging), so logs and caches never enter a tree or a diff.
@@ -35,6 +35,13 @@ _GIT_ENV = {
 # Repository config written by ``init``: no automatic gc (it would block a writer for seconds), durable
 # objects and refs, no detached-HEAD advice in worktrees.
 REPO_CONFIG = {"gc.auto": "0", "core.fsync": "objects,reference", "advice.detachedHead": "false"}
+# The repository's ``info/attributes``, which outrank any ``.gitattributes`` an agent commits: git stores,
+# checks out, diffs and exports every file's bytes as they are (no line-ending or encoding conversion, no
+# filter, no keyword expansion, nothing left out of an export).
+ATTRIBUTES = (
+    "* !text !eol !crlf !filter !diff !merge !ident !working-tree-encoding !export-ignore !export-subst "
+    "!whitespace\n"
+)
 
 
 def env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -85,6 +92,7 @@ def write_tree(repo: Path, folder: Path, *, in_process: bool = False) -> str:
     excludes = git_dir / "metasearch-excludes"
     if not excludes.exists():  # a study created before the exclude file existed
         _write_atomic(excludes, IGNORED.encode())
+    neutral_attributes(git_dir)
     has_gitignore = (folder / ".gitignore").exists()
     tmp_index = git_dir / f"tmp-index-{os.getpid()}-{uuid.uuid4().hex}"
     extra = {"GIT_INDEX_FILE": str(tmp_index), "GIT_WORK_TREE": str(folder)}
@@ -98,13 +106,26 @@ def write_tree(repo: Path, folder: Path, *, in_process: bool = False) -> str:
         if tree is not None:
             return tree
     try:
-        git(repo, "-c", exclude, "add", "-A", "--", ".", extra_env=extra)
+        try:
+            git(repo, "-c", exclude, "add", "-A", "--", ".", extra_env=extra)
+        except ArchiveError as exc:
+            if "invalid path" in str(exc):  # a name git refuses to hold (objects.refuse_path)
+                raise SandboxViolation(f"a path git refuses to check out: {exc}") from exc
+            raise
         if not has_gitignore:
             blob = git(repo, "hash-object", "-w", "--stdin", input=IGNORED).strip()
             git(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},.gitignore", extra_env=extra)
         return git(repo, "write-tree", extra_env=extra).strip()
     finally:
         tmp_index.unlink(missing_ok=True)
+
+
+def neutral_attributes(git_dir: Path) -> None:
+    """Write ``ATTRIBUTES`` as the repository's ``info/attributes`` unless it is there already."""
+    path = git_dir / "info" / "attributes"
+    if not path.is_file() or path.read_text() != ATTRIBUTES:
+        path.parent.mkdir(exist_ok=True)
+        _write_atomic(path, ATTRIBUTES.encode())
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
