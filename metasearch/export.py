@@ -36,11 +36,17 @@ def agent_requirements(agent_dir: Path) -> list[str]:
     """The agent's pip requirements: the lines of its own ``requirements.txt`` when it ships one; else one
     ``name==version`` per installed distribution its code imports (standard library, the agent's own
     modules and its tests left out; a local version label such as ``+cpu`` dropped, so the pin resolves
-    on PyPI). A module not installed here is listed by its name, unpinned, with a warning."""
+    on PyPI). A module not installed here is listed by its name, unpinned, with a warning; a ``.py`` file
+    that cannot be read or parsed (bad syntax or encoding, nested too deeply) is skipped with a warning.
+    ConfigError when the agent's own ``requirements.txt`` is not UTF-8."""
     agent_dir = Path(agent_dir)
     own = agent_dir / REQUIREMENTS
     if own.is_file() and not own.is_symlink():
-        lines = (line.split("#", 1)[0].strip() for line in own.read_text().splitlines())
+        try:
+            text = own.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{own}: the agent's {REQUIREMENTS} is not UTF-8 text ({exc.reason})") from exc
+        lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
         return [line for line in lines if line]
     local = {p.stem for p in agent_dir.glob("*.py")} | {p.name for p in agent_dir.iterdir() if p.is_dir()}
     modules: set[str] = set()
@@ -48,10 +54,10 @@ def agent_requirements(agent_dir: Path) -> list[str]:
         rel = path.relative_to(agent_dir)
         if _SKIP_DIRS & set(rel.parts[:-1]) or rel.name.startswith("test_") or path.is_symlink():
             continue
-        try:
+        try:  # the agent's own code: any failure (SyntaxError, RecursionError, MemoryError...) skips the file
             tree = ast.parse(path.read_text(), str(rel))
-        except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
-            log.warning("%s: not parsed for requirements: %s", rel, exc)
+        except Exception as exc:
+            log.warning("%s: not parsed for requirements: %s: %s", rel, type(exc).__name__, exc)
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

@@ -91,3 +91,21 @@ def test_task_prepare_writes_the_visible_files_and_the_model_input(tmp_path: Pat
         prepare_task("no-such-suite", "x", tmp_path / "u")
     with pytest.raises(ConfigError, match="not empty"):
         prepare_task("training", "training/moons", tmp_path / "t")
+
+
+def test_export_skips_a_python_file_it_cannot_parse(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    archive = GitArchive.create(tmp_path / "s", study="s", config_text="study: {name: s}\n")
+    seed = archive.add_seed("coding-agent", resolve_seed("coding-agent"), job_id="seed")
+    with archive.checkout(seed.id) as ws:
+        (ws / "unused.py").write_text("x = " + "1+" * 3000 + "1\n")  # RecursionError in ast.parse
+        (ws / "latin.py").write_bytes(b"import yaml  # caf\xe9\n")  # not UTF-8
+        (ws / "real.py").write_text("import numpy\n")
+        child = archive.add_child(seed.id, ws, job_id="c1")
+    requirements = export_agent(archive.root, child.id, tmp_path / "out")
+    assert requirements == [pinned("numpy")]
+    assert "unused.py: not parsed for requirements: RecursionError" in caplog.text
+    assert "latin.py: not parsed" in caplog.text
+    (tmp_path / "out" / "requirements.txt").write_bytes(b"numpy # \xff\n")
+    with pytest.raises(ConfigError, match=r"requirements\.txt.*not UTF-8"):
+        agent_requirements(tmp_path / "out")
+    archive.close()

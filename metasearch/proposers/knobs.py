@@ -16,6 +16,11 @@ not choose their values: ``sampler`` and ``n_startup_trials`` act only in ``glob
 every knob afresh from the sampler, and setting them with ``mode: mutate`` is a configuration error. When a child has at least ``min_evaluations`` evaluations its mean score is told
 to Optuna. The Optuna study lives in the study directory as a journal file, so it survives restarts and
 opens in ``optuna-dashboard <study_dir>/optuna.journal``.
+
+The knobs file is the candidate's: ``knobs.file`` is checked to be a relative path inside the agent's tree
+when the manifest loads, and it is opened here without following any link on the way, only as a regular
+file of at most ``MAX_KNOBS_BYTES``. A knobs file that breaks these rules, or is not a JSON object, fails
+the expansion (``ProposalFailed`` with the reason), never the study.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
+import stat
 import threading
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import optuna
@@ -36,8 +43,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from metasearch.errors import ConfigError
-from metasearch.manifest import CategoricalKnob, FloatKnob, IntKnob, Knob, load_manifest
+from metasearch.manifest import CategoricalKnob, FloatKnob, IntKnob, Knob, load_manifest, read_at_most
 from metasearch.proposers.base import ProposalContext, ProposalFailed
 from metasearch.types import Agent, Proposal
 
@@ -46,6 +52,7 @@ log = logging.getLogger(__name__)
 OPTUNA_STUDY = "knobs"
 TRIAL_META = "knobs_trial"
 CHANGED_META = "knobs_changed"
+MAX_KNOBS_BYTES = 1 << 20
 
 
 def knob_distribution(knob: Knob) -> BaseDistribution:
@@ -110,8 +117,7 @@ class KnobsProposer:
             raise ProposalFailed(
                 f"agent {manifest.name!r} declares no knobs in agent.toml; the knobs proposer has nothing to tune"
             )
-        knobs_path = workspace / manifest.knobs.file
-        current = _read_knobs(knobs_path)
+        current = read_knobs(workspace, manifest.knobs.file)
         if self.knobs_host is None:
             params, number = self.suggest(parent, manifest.knobs.params, current, context)
         else:
@@ -126,7 +132,7 @@ class KnobsProposer:
             params, number = ray.get(ref, timeout=300)
         values = {**current, **params}
         changed = {k: v for k, v in params.items() if current.get(k) != v}
-        knobs_path.write_text(json.dumps(values, indent=2, sort_keys=True) + "\n")
+        write_knobs(workspace, manifest.knobs.file, values)
         summary = "knobs: " + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(changed.items()))
         return Proposal(
             diff="",  # the runner computes the workspace diff
@@ -261,16 +267,79 @@ def _contains(distribution: BaseDistribution, value: Any) -> bool:
         return False
 
 
-def _read_knobs(path: Path) -> dict[str, Any]:
-    if not path.exists():
+def read_knobs(root: Path, name: str) -> dict[str, Any]:
+    """The JSON object in the knobs file ``name`` (relative to the agent root ``root``); ``{}`` when there is
+    none. ProposalFailed naming ``knobs.file`` when the path, or a folder on it, is a link or leaves the
+    tree, or the file is not a regular file, is over ``MAX_KNOBS_BYTES``, or is not a JSON object."""
+    try:
+        fd = _open_in_tree(root, name, os.O_RDONLY)
+    except FileNotFoundError:
         return {}
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path.name}: not valid JSON: {exc}") from exc
+        _require_regular(fd, name)
+        raw = read_at_most(fd, MAX_KNOBS_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_KNOBS_BYTES:
+        raise ProposalFailed(f"knobs.file {name!r}: larger than {MAX_KNOBS_BYTES} bytes")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+        raise ProposalFailed(f"knobs.file {name!r}: not valid UTF-8 JSON: {reason}") from exc
     if not isinstance(data, dict):
-        raise ConfigError(f"{path.name}: must hold a JSON object of knob values")
+        raise ProposalFailed(f"knobs.file {name!r}: must hold a JSON object of knob values")
     return data
+
+
+def write_knobs(root: Path, name: str, values: dict[str, Any]) -> None:
+    """Replace the knobs file ``name`` under ``root`` with ``values`` (created when missing, in a folder that
+    exists). The same path rules as ``read_knobs``, with ProposalFailed; a failing write (disk full) raises
+    OSError: that is the host's fault."""
+    text = json.dumps(values, indent=2, sort_keys=True) + "\n"
+    try:
+        fd = _open_in_tree(root, name, os.O_WRONLY | os.O_CREAT)
+    except FileNotFoundError as exc:
+        raise ProposalFailed(f"knobs.file {name!r}: its folder does not exist") from exc
+    try:
+        _require_regular(fd, name)
+        os.ftruncate(fd, 0)
+        data = memoryview(text.encode())
+        while data:
+            data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)
+
+
+def _open_in_tree(root: Path, name: str, flags: int) -> int:
+    """A descriptor for ``root/name`` opened one component at a time without following links (so it cannot
+    leave ``root``) and without blocking on a FIFO. FileNotFoundError when a component is missing;
+    ProposalFailed for any other refusal."""
+    parts = PurePosixPath(name).parts
+    if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
+        raise ProposalFailed(f"knobs.file {name!r}: must be a relative path inside the agent's tree")
+    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            folder = os.open(part, os.O_RDONLY | os.O_DIRECTORY | nofollow, dir_fd=fd)
+            os.close(fd)
+            fd = folder
+        return os.open(parts[-1], flags | nofollow | os.O_NONBLOCK, 0o644, dir_fd=fd)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # ELOOP: a link; ENOTDIR: a file where a folder should be; ENXIO: a FIFO
+        raise ProposalFailed(
+            f"knobs.file {name!r}: cannot be opened inside the agent's tree ({exc.strerror}); it and the "
+            "folders on its path must be plain files and folders, not links"
+        ) from exc
+    finally:
+        os.close(fd)
+
+
+def _require_regular(fd: int, name: str) -> None:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        raise ProposalFailed(f"knobs.file {name!r}: not a regular file")
 
 
 def _fmt(value: Any) -> str:

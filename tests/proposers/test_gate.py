@@ -59,3 +59,16 @@ def test_rejects_broken_or_renamed_manifest(tmp_path: Path) -> None:
     ws = _workspace(tmp_path, MANIFEST.replace('"demo"', '"other"'))
     verdict = check(_diff("agent.toml"), ws, parse_manifest(MANIFEST), None, GateConfig())
     assert not verdict.admitted and "name changed" in verdict.reason
+
+
+def test_an_unreadable_or_escaping_child_manifest_is_a_rejection_not_an_error(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_bytes(MANIFEST.encode() + b"# \x00\xff\n")  # git calls it binary
+    verdict = check(_diff("agent.toml"), tmp_path, parse_manifest(MANIFEST), None, GateConfig())
+    assert (
+        not verdict.admitted
+        and "manifest no longer valid" in verdict.reason
+        and "not UTF-8" in verdict.reason
+    )
+    (tmp_path / "agent.toml").write_text(MANIFEST + '[knobs]\nfile = "/home/victim/.docker/config.json"\n')
+    verdict = check(_diff("agent.toml"), tmp_path, parse_manifest(MANIFEST), None, GateConfig())
+    assert not verdict.admitted and "knobs.file" in verdict.reason and "absolute" in verdict.reason

@@ -1,15 +1,22 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import optuna
 import pytest
 
+from metasearch.archive import GitArchive
+from metasearch.events import ExpansionRejected
 from metasearch.proposers.base import ProposalContext, ProposalFailed
-from metasearch.proposers.knobs import OPTUNA_STUDY, TRIAL_META, KnobsProposer
-from metasearch.types import Agent, Evaluation
+from metasearch.proposers.knobs import MAX_KNOBS_BYTES, OPTUNA_STUDY, TRIAL_META, KnobsProposer, read_knobs
+from metasearch.runner import Runner
+from metasearch.sandboxes.local import LocalSandbox
+from metasearch.suites.protocol import Task, TaskResult
+from metasearch.types import Agent, Evaluation, Expand
 
 MANIFEST = """
 name = "demo"
@@ -255,3 +262,85 @@ def test_min_evaluations_decides_when_optuna_hears_the_score(
     ctx = _context(tmp_path, "job-2", agents={child.id: child}, evaluations=evals)
     proposer.propose(PARENT, _workspace(tmp_path, "w2"), ctx)
     assert proposer._optuna().trials[0].state == getattr(optuna.trial.TrialState, state)
+
+
+HOST_FILE = '{"credsStore": "desktop"}\n'
+
+
+def _link_to_host(ws: Path, host: Path) -> None:
+    (ws / "knobs.json").unlink()
+    (ws / "knobs.json").symlink_to(host / "victim.json")
+
+
+def _folder_link_to_host(ws: Path, host: Path) -> None:
+    (ws / "agent.toml").write_text(MANIFEST.replace('"knobs.json"', '"conf/victim.json"'))
+    (ws / "conf").symlink_to(host)
+
+
+@pytest.mark.parametrize(
+    ("plant", "reason"),
+    [
+        (_link_to_host, "not links"),
+        (_folder_link_to_host, "not links"),
+        (lambda ws, host: ((ws / "knobs.json").unlink(), os.mkfifo(ws / "knobs.json")), "not a regular file"),
+        (lambda ws, host: ((ws / "knobs.json").unlink(), (ws / "knobs.json").mkdir()), "not a regular file"),
+        (lambda ws, host: (ws / "knobs.json").write_text(" " * (MAX_KNOBS_BYTES + 1)), "larger than"),
+        (lambda ws, host: (ws / "knobs.json").write_text("[" * 100_000), "nested too deeply"),
+        (lambda ws, host: (ws / "knobs.json").write_bytes(b'{"lr": "\xff"}'), "not valid UTF-8 JSON"),
+        (lambda ws, host: (ws / "knobs.json").write_text("[1, 2]"), "JSON object"),
+    ],
+)
+def test_a_bad_knobs_file_fails_the_proposal_and_no_host_file_is_touched(
+    tmp_path: Path, plant: Callable[[Path, Path], object], reason: str
+) -> None:
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "victim.json").write_text(HOST_FILE)
+    ws = _workspace(tmp_path, "ws")
+    plant(ws, host)
+    proposer = KnobsProposer(KnobsProposer.Config(), study_dir=tmp_path)
+    with pytest.raises(ProposalFailed, match=r"knobs\.file .*" + reason):
+        proposer.propose(PARENT, ws, _context(tmp_path, "job-1"))
+    assert (host / "victim.json").read_text() == HOST_FILE
+    assert sorted(p.name for p in host.iterdir()) == ["victim.json"]
+
+
+def test_the_reader_refuses_paths_that_leave_the_tree(tmp_path: Path) -> None:
+    for name in ("/dev/zero", "../victim.json"):  # the manifest refuses these first; the reader again
+        with pytest.raises(ProposalFailed, match="relative path inside the agent's tree"):
+            read_knobs(tmp_path, name)
+    assert read_knobs(tmp_path, "missing.json") == {}
+
+
+class _OneTask:
+    name = "s"
+    description = "d"
+    artifact_path = "output"
+    needs_docker = False
+    needs_gpu = False
+
+    def tasks(self, subset: str | None = None) -> list[Task]:
+        return [Task(id="t1", suite="s", statement="x", timeout_s=60)]
+
+    def prepare(self, task_id: str, dest: Path) -> None:
+        (dest / "output").mkdir()
+
+    def grade(self, task_id: str, artifact_dir: Path, sandbox: Any) -> TaskResult:
+        return TaskResult(score=0.5)
+
+
+def test_a_committed_link_as_knobs_file_is_a_rejected_expansion(tmp_path: Path) -> None:
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "victim.json").write_text(HOST_FILE)
+    seed = _workspace(tmp_path, "seed")
+    _link_to_host(seed, host)  # committed by an earlier (code-writing) proposer, say
+    archive = GitArchive.create(tmp_path / "study", study="s", config_text="{}\n")
+    parent = archive.add_seed("s", seed, job_id="seed")
+    suite = _OneTask()
+    proposer = KnobsProposer(KnobsProposer.Config(), study_dir=archive.root)
+    runner = Runner(archive, suite, LocalSandbox(), proposer, "knobs", {t.id: t for t in suite.tasks()})
+    outcome = runner(Expand(parent.id))
+    assert isinstance(outcome, ExpansionRejected) and "knobs.file 'knobs.json'" in outcome.reason
+    assert (host / "victim.json").read_text() == HOST_FILE
+    archive.close()
