@@ -127,13 +127,9 @@ class Runner:
             if tampered:
                 return ExpansionRejected(f"tampered worktree: {tampered}")
             try:
-                diff = self.archive.workspace_diff(workspace)
+                diff, verdict = self._gate(job, workspace, parent_manifest, log_dir)
             except SandboxViolation as exc:
                 return ExpansionRejected(f"proposer failed: {exc}")
-            (log_dir / "proposal.diff").write_text(kept_diff(diff))
-            verdict = check(diff, workspace, parent_manifest, None, self.gate, self._labels(job))
-            if verdict.admitted:
-                verdict = self._smoke(job, workspace, parent_manifest)
             proposal = replace(proposal, diff=diff)
             if self.llm is None and (proposal.tokens or proposal.cost_usd):  # else metered per call
                 self.archive.add_usage(job.job_id, proposal.tokens, proposal.cost_usd)
@@ -165,9 +161,27 @@ class Runner:
                 return ExpansionRejected(f"proposer failed: {exc}")
             raise InfrastructureError(str(exc), retryable=False) from exc
 
-    def _smoke(self, job: Expand, workspace: Path, parent_manifest: Manifest) -> Verdict:
-        """The admission gate's smoke run (here; the RayRunner runs it as a Ray task)."""
-        return smoke_check(workspace, parent_manifest, self.sandbox, self.gate, self._labels(job))
+    def _gate(
+        self, job: Expand, workspace: Path, parent_manifest: Manifest, log_dir: Path
+    ) -> tuple[str, Verdict]:
+        """The workspace's diff (kept as ``proposal.diff``) and the admission gate's verdict on the child's
+        commit as it will be: the paths git says changed, and a copy of exactly the files the commit holds
+        (the workspace may also hold files that the child's own .gitignore keeps out of it). SandboxViolation
+        for a tree git would refuse to check out."""
+        with tempfile.TemporaryDirectory(prefix="ms-child-") as tmp:
+            code = Path(tmp) / "agent"
+            code.mkdir()
+            diff, paths = self.archive.workspace_change(workspace, code)
+            (log_dir / "proposal.diff").write_text(kept_diff(diff))
+            verdict = check(diff, code, parent_manifest, None, self.gate, self._labels(job), paths=paths)
+            if verdict.admitted:
+                verdict = self._smoke(job, code, parent_manifest)
+        return diff, verdict
+
+    def _smoke(self, job: Expand, code: Path, parent_manifest: Manifest) -> Verdict:
+        """The admission gate's smoke run on ``code``, the child's files as its commit will hold them (here;
+        the RayRunner runs it as a Ray task)."""
+        return smoke_check(code, parent_manifest, self.sandbox, self.gate, self._labels(job))
 
     def _context(self, job: Expand, parent: Agent, log_dir: Path) -> ProposalContext:
         index = self.archive.index

@@ -364,6 +364,24 @@ class GitArchive:
         tree = write_tree(self.repo, Path(workspace), in_process=self._in_process())
         return git_bytes(self.repo, "diff", "--binary", base, tree).decode("utf-8", "replace")
 
+    def workspace_change(self, workspace: Path, dest: Path) -> tuple[str, list[str]]:
+        """What the gate judges of a workspace from ``checkout``: its diff (as ``workspace_diff``), every
+        path that differs from the checkout's commit (both sides of renames and deletions, unquoted, as git
+        lists them), and, written under ``dest`` (an empty folder), exactly the files a child commit of the
+        workspace holds (its own ``.gitignore`` applied). One tree write; git never runs in the workspace.
+        SandboxViolation for a tree git would refuse to check out: the candidate's failure."""
+        base = self._checkouts.get(Path(workspace))
+        if base is None:
+            raise ArchiveError(f"{workspace}: not a live checkout of this archive")
+        tree = write_tree(self.repo, Path(workspace), in_process=self._in_process())
+        diff = git_bytes(self.repo, "diff", "--binary", base, tree).decode("utf-8", "replace")
+        listed = git_bytes(self.repo, "diff-tree", "-r", "-z", "--no-renames", "--name-only", base, tree)
+        paths = [name.decode("utf-8", "replace") for name in listed.split(b"\0") if name]
+        subprocess.run(
+            ["tar", "-x", "-C", str(dest)], input=git_bytes(self.repo, "archive", tree), check=True
+        )
+        return diff, paths
+
     def read_text(self, agent_id: str, path: str) -> str:
         """A file of the agent's commit, read from git (never from a worktree a candidate could write);
         ArchiveError if it is not UTF-8."""

@@ -7,12 +7,18 @@ the parent's smoke command passes on the child's code in a sandbox. The rules al
 parent's manifest as the archive holds it, never from the child's: a child that set its smoke to ``true``
 or unprotected its tests would otherwise admit itself and weaken every descendant's gate. The first failing
 check is the rejection reason, recorded as a failed expansion with the diff kept in the logs.
+
+The path rules apply to the changed paths as git lists them (``GitArchive.workspace_change``), not as the
+diff's text shows them: git quotes unusual names in a diff header, and a header the gate cannot read would
+be a change it never sees. The manifest and the smoke run are checked on the files the child's commit will
+hold, not on the proposer's workspace, where a file the child's own ``.gitignore`` hides would still count.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,15 +46,20 @@ class Verdict:
     reason: str = ""
 
 
-def changed_paths(diff: str) -> list[str]:
-    """Paths named by a git-style diff (both sides of renames)."""
+def changed_paths(diff: str) -> list[str] | None:
+    """Paths named by a git-style diff's headers (both sides of renames), or None when a header names a
+    path git quoted (non-ASCII, ``"``, tab, newline): then only git's own listing can say what changed."""
+    headers = [line for line in diff.splitlines() if line.startswith("diff --git ")]
+    found = _DIFF_PATH.findall("\n".join(h for h in headers if '"' not in h))
+    if len(found) != len(headers):
+        return None
     paths: list[str] = []
-    for a, b in _DIFF_PATH.findall(diff):
+    for a, b in found:
         paths.extend(p for p in (a, b) if p not in paths)
     return paths
 
 
-def protected_hit(paths: list[str], patterns: tuple[str, ...] | list[str]) -> str | None:
+def protected_hit(paths: Sequence[str], patterns: tuple[str, ...] | list[str]) -> str | None:
     for path in paths:
         for pattern in patterns:
             if fnmatch.fnmatch(path, pattern) or path == pattern.rstrip("/*"):
@@ -63,14 +74,23 @@ def check(
     sandbox: Sandbox | None,
     config: GateConfig,
     labels: dict[str, str] | None = None,
+    *,
+    paths: Sequence[str] | None = None,
 ) -> Verdict:
-    """Decide whether the workspace (already edited) may become a child. Never raises for bad children."""
+    """Decide whether a proposed child may enter the tree. Never raises for bad children.
+
+    ``workspace`` holds the child's files exactly as its commit will (``GitArchive.workspace_change``
+    writes them); ``paths`` are the changed paths as git lists them. Without ``paths`` they are read from
+    the diff's headers, and a header naming a quoted path is a rejection (the gate could not check it)."""
     if not diff.strip():
         return Verdict(False, "empty diff: the proposer changed nothing")
     size = len(diff.encode())
     if size > config.max_diff_bytes:
         return Verdict(False, f"diff too large: {size} bytes > limit {config.max_diff_bytes}")
-    paths = changed_paths(diff)
+    if paths is None:
+        paths = changed_paths(diff)
+        if paths is None:
+            return Verdict(False, "the diff names a path the gate cannot read (quoted by git)")
     if len(paths) > config.max_files_changed:
         return Verdict(False, f"too many files changed: {len(paths)} > limit {config.max_files_changed}")
     hit = protected_hit(paths, (*ALWAYS_PROTECTED, *parent_manifest.protected))
