@@ -10,6 +10,10 @@ Replaying the file rebuilds an ``ArchiveIndex``. A torn tail (a crash mid-write:
 its newline, or invalid JSON as the last line) is logged, reported as ``ArchiveIndex.torn_tail`` and
 skipped; the next append cuts it off first, so a new event never glues onto it. An invalid line followed
 by valid ones is corruption and raises ArchiveError naming the line.
+
+Every string an event holds is stored as valid UTF-8 (``utf8_text``): a file name that is not UTF-8,
+decoded with ``surrogateescape``, would otherwise reach readers (the MLflow mirror) as lone surrogates
+that no UTF-8 writer accepts.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 from metasearch.archive.index import CLOSING_OPS, ArchiveIndex
 from metasearch.errors import ArchiveError
 
-__all__ = ["CLOSING_OPS", "ArchiveIndex", "Journal"]
+__all__ = ["CLOSING_OPS", "ArchiveIndex", "Journal", "utf8_text"]
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +84,7 @@ class Journal:
         if event["op"] in CLOSING_OPS and event.get("job_id") in index.closed:
             return False
         rest = {k: v for k, v in event.items() if k != "op"}
-        event = {"op": event["op"], "ts": round(time.time(), 6), **rest}
+        event = utf8_text({"op": event["op"], "ts": round(time.time(), 6), **rest})
         line = (json.dumps(event, separators=(",", ":"), default=_json_default) + "\n").encode()
         with open(self.path, "ab") as f:
             size = f.seek(0, os.SEEK_END)
@@ -176,6 +180,27 @@ def _torn(index: ArchiveIndex, path: Path, lines: list[bytes], last: int) -> int
     log.warning("%s: skipping a torn last line (a crash interrupted a write)", path)
     index.torn_tail = True
     return len(b"\n".join(lines[:last])) + 1 if last > 0 else 0
+
+
+def utf8_text(value: Any) -> Any:
+    """``value`` with every string in it (through dicts, lists, tuples, sets; keys too) valid UTF-8: lone
+    surrogates (``os.fsdecode`` of a name that is not UTF-8) become their escapes as text (the byte
+    ``\\xff`` becomes the six characters ``\\udcff``); the rest is returned as it is."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {utf8_text(k): utf8_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [utf8_text(v) for v in value]
+    if isinstance(value, tuple | set | frozenset):  # JSON arrays all: a plain tuple keeps the order
+        return tuple(utf8_text(v) for v in value)
+    if isinstance(value, Path):
+        return utf8_text(str(value))
+    return value
 
 
 def _json_default(value: Any) -> Any:

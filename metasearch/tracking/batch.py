@@ -4,7 +4,8 @@ Every value in a batch is a pure function of the journal prefix it was computed 
 journal timestamps, steps are counts), so sending a batch twice writes nothing new: MLflow drops a metric
 point identical to one it has, a param re-logged with the same value is accepted, tags and artifacts
 overwrite. Sending removes each part once MLflow has accepted it, so a retry after a failure resumes where
-the failure happened instead of starting over.
+the failure happened instead of starting over. Every key and value is made valid UTF-8 on the way in
+(``utf8_text``): MLflow refuses a lone surrogate, and one refused write would hold the mirror forever.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from metasearch.archive.journal import utf8_text
 from metasearch.types import Agent
 
 if TYPE_CHECKING:
@@ -62,7 +64,7 @@ class Batch:
         self.metrics.setdefault(owner, []).append(Metric(metric_key(key), float(value), ts_ms, step))
 
     def tag(self, owner: str, key: str, value: str) -> None:
-        self.tags.setdefault(owner, {})[key] = value[:MAX_VALUE]
+        self.tags.setdefault(owner, {})[utf8_text(key)] = utf8_text(value)[:MAX_VALUE]
 
     def artifact(
         self, owner: str, local_path: str, artifact_dir: str | None = None, name: str | None = None
@@ -127,7 +129,7 @@ class Batch:
 
         metrics = self.metrics.get(owner, [])
         tags = list(self.tags.get(owner, {}).items())
-        todo = [Param(k[:250], v[:MAX_VALUE]) for k, v in params.items()]
+        todo = [Param(utf8_text(k)[:250], utf8_text(v)[:MAX_VALUE]) for k, v in params.items()]
         while metrics or tags or todo:
             p, t = todo[:MAX_PARAMS], tags[:MAX_PARAMS]
             m = metrics[: MAX_METRICS - len(p) - len(t)]
@@ -152,7 +154,7 @@ def _known(run_id: Callable[[str], str], owner: str) -> str | None:
 def log_params(client: MlflowClient, run_id: str, params: dict[str, str]) -> None:
     from mlflow.entities import Param
 
-    items: list[Param] = [Param(k[:250], str(v)[:MAX_VALUE]) for k, v in params.items()]
+    items: list[Param] = [Param(utf8_text(k)[:250], utf8_text(str(v))[:MAX_VALUE]) for k, v in params.items()]
     for chunk in chunks(items, MAX_PARAMS):
         client.log_batch(run_id, params=chunk, synchronous=True)
 
@@ -166,7 +168,8 @@ _BAD_KEY = re.compile(r"[^A-Za-z0-9_\-./ :]")
 
 
 def metric_key(name: str) -> str:
-    """MLflow accepts letters, digits, ``_ - . / : `` and space in keys; anything else becomes ``_``."""
+    """MLflow accepts letters, digits, ``_ - . / : `` and space in keys; anything else (a surrogate too)
+    becomes ``_``."""
     return _BAD_KEY.sub("_", name)[:250] or "_"
 
 

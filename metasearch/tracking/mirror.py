@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from metasearch.archive.journal import utf8_text
 from metasearch.errors import ArchiveError, InfrastructureError
 from metasearch.tracking import store
 from metasearch.tracking.batch import STUDY, Batch, NewRun, flatten, log_params
@@ -50,7 +51,7 @@ def provenance_to_run(client: Any, run_id: str, study_dir: Path) -> None:
     run_tags = client.get_run(run_id).data.tags
     for key, value in (headline(record) or {}).items():
         if f"metasearch.provenance.{key}" not in run_tags:  # accepted drift may have moved conditions on
-            client.set_tag(run_id, f"metasearch.provenance.{key}", str(value))
+            client.set_tag(run_id, utf8_text(f"metasearch.provenance.{key}"), utf8_text(str(value)))
     if "metasearch.provenance.logged" not in run_tags:
         client.log_artifact(run_id, str(Path(study_dir) / RECORD_NAME))
         client.set_tag(run_id, "metasearch.provenance.logged", "true")
@@ -96,6 +97,7 @@ class JournalMirror:
             study_run = studies[0].info.run_id
         else:
             tags = {store.KIND: "study", "metasearch.study": study, store.STUDY_DIR_TAG: str(self.study_dir)}
+            tags = utf8_text(tags)
             study_run = client.create_run(exp, run_name=study, tags=tags).info.run_id
         # Every time, not only on creation: a crash may have come between the two (same values: no-op).
         log_params(

@@ -7,6 +7,8 @@
 2. brings the MLflow mirror up to date, so the agent's run exists, and logs the model into that run:
    a pyfunc from code (``agent_model.py``) whose ``agent`` artifact is the exported agent directory,
    declaring the agent's pip requirements (``export.agent_requirements``) beside MLflow's and pandas;
+   MLflow copies what links point to, so an agent whose tree links to a folder, out of itself or to
+   nothing is refused (``refuse_links``): its model would not be the tree that was evaluated;
 3. registers a new version of ``name`` with tags (study, agent id, commit, scores, gate result) and points
    the alias (``production``) at it, so ``models:/NAME@production`` always names the promoted agent;
 4. tags the agent's commit in the archive repository as ``promoted/<name>/v<version>``.
@@ -15,6 +17,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import subprocess
 import tempfile
@@ -24,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from metasearch.archive.journal import utf8_text
 from metasearch.drift import baseline_record
 from metasearch.errors import ArchiveError, ConfigError, InfrastructureError, MetasearchError
 from metasearch.export import REQUIREMENTS, agent_requirements
@@ -143,6 +147,7 @@ def _promote(
     _ensure_registered_model(client, name, replay.study)
     source = f"{client.get_run(run_id).info.artifact_uri}/{artifact_path}"
     summary = str(agent.meta.get("summary") or agent.meta.get("seed") or "")
+    tags, summary = utf8_text(tags), utf8_text(summary)  # an old journal may hold lone surrogates
     version = client.create_model_version(name, source, run_id=run_id, tags=tags, description=summary)
     client.set_registered_model_alias(name, alias, version.version)
     git_tag = f"promoted/{name}/v{version.version}"
@@ -260,9 +265,39 @@ def model_requirements(agent: Sequence[str]) -> list[str]:
     return list(chosen.values())
 
 
+def refuse_links(agent_dir: Path, agent_id: str) -> None:
+    """PromotionRefused naming the links under ``agent_dir`` that saving a model cannot copy as they are.
+
+    MLflow copies what a link points to: a link to a folder is copied whole (a chain of them, ``d0/{x,y}
+    -> ../d1`` and so on, doubles at every step), one leading out of the tree would copy host files into
+    the model, one to nothing fails the save. A link to a file inside becomes a copy of that file."""
+    root = os.path.realpath(agent_dir)
+    bad = []
+    for parent, dirs, files in os.walk(agent_dir):  # links are listed, never followed
+        for name in [*dirs, *files]:
+            path = os.path.join(parent, name)
+            if not os.path.islink(path):
+                continue
+            real = os.path.realpath(path)
+            inside = real.startswith(root + os.sep)
+            if inside and os.path.isfile(real):
+                continue
+            what = ("a folder" if os.path.isdir(real) else "nothing") if inside else "out of the tree"
+            bad.append(f"{os.path.relpath(path, agent_dir)} -> {os.readlink(path)} ({what})")
+    if bad:
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise PromotionRefused(
+            utf8_text(
+                f"{agent_id} cannot be promoted: MLflow copies what links point to, and its tree links to "
+                f"folders, out of itself or to nothing: {'; '.join(sorted(bad)[:5])}{more}"
+            )
+        )
+
+
 def _save_model(
     path: Path, agent_dir: Path, model_config: dict[str, Any], requirements: Sequence[str]
 ) -> None:
+    """Save the pyfunc of the agent in ``agent_dir`` at ``path``; PromotionRefused (``refuse_links``)."""
     import mlflow
     from mlflow.models import ModelSignature
     from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
@@ -271,6 +306,7 @@ def _save_model(
         inputs=Schema([ColSpec("string", "task_dir")]),
         params=ParamSchema([ParamSpec("timeout_s", "double", float(model_config["timeout_s"]))]),
     )
+    refuse_links(agent_dir, str(model_config["agent_id"]))
     with warnings.catch_warnings():
         # "no input example": deliberate, an example would make MLflow run the agent at save time
         warnings.filterwarnings("ignore", message=".*input_example.*", category=UserWarning)

@@ -1,7 +1,8 @@
 """JournalReplay: the statistics a mirror derives from the journal, and the MLflow writes they imply.
 
 Reads complete journal lines from a byte offset (a torn last line is a write in progress and waits for the
-next read), keeps the clade statistics current (a ``SearchTree`` like the study's own), and, when given a
+next read; every string in a line is made valid UTF-8, as the journal writes them now, for lines an older
+version wrote), keeps the clade statistics current (a ``SearchTree`` like the study's own), and, when given a
 ``Batch``, fills it with what MLflow should receive for those lines. Without a batch it only rebuilds
 statistics, which is how a mirror resumes from the offset MLflow already has. Not thread-safe.
 """
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from metasearch.archive.journal import utf8_text
 from metasearch.schedulers.cmp import SearchTree
 from metasearch.schedulers.final import agent_stats, select_final
 from metasearch.tracking import store
@@ -84,7 +86,7 @@ class JournalReplay:
                     break  # a torn last line is a write in progress: read it next time
                 self.parsed += len(raw)
                 try:
-                    event = json.loads(raw)
+                    event = utf8_text(json.loads(raw))
                 except ValueError:
                     log.warning(
                         "%s: skipping an unreadable journal line at byte %d", self.journal, self.parsed
@@ -324,7 +326,9 @@ def study_name(journal: Path) -> str | None:
         event = json.loads(first)
     except ValueError:
         return None
-    return str(event["study"]) if event.get("op") == "study_created" and event.get("study") else None
+    if not isinstance(event, dict) or event.get("op") != "study_created" or not event.get("study"):
+        return None
+    return str(utf8_text(str(event["study"])))
 
 
 def config_data(study_dir: Path) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,25 @@ def test_processes_appending_at_once_lose_nothing_and_close_each_job_once(tmp_pa
     assert sorted(closed) == sorted(f"shared-{i}" for i in range(60))
     index = Journal(path).replay()
     assert index.tokens == 180 and len(index.evaluations) == 60
+
+
+def test_strings_a_non_utf8_name_decodes_to_are_stored_as_valid_utf8(tmp_path: Path) -> None:
+    """A lone surrogate (``os.fsdecode(b"\\xff")``) anywhere in an event, keys and nested values too, is
+    stored as its escape, so every reader of the journal gets text any UTF-8 writer accepts."""
+    journal = Journal(tmp_path / "j.jsonl")
+    name = os.fsdecode(b"/task/\xff")
+    event = _evaluation("e1") | {"why": [name, {name: (name, "été")}]}
+    event["evaluation"] = event["evaluation"] | {"error": f"link out of the tree: {name} -> /etc"}
+    assert journal.append(event)
+    (tmp_path / "j.jsonl").read_bytes().decode("utf-8")
+    [line] = (tmp_path / "j.jsonl").read_text().splitlines()
+    stored = json.loads(line)
+    assert stored["evaluation"]["error"] == "link out of the tree: /task/\\udcff -> /etc"
+    assert stored["why"] == ["/task/\\udcff", {"/task/\\udcff": ["/task/\\udcff", "été"]}]
+    json.dumps(stored, ensure_ascii=False).encode("utf-8")  # no surrogate left anywhere
+    again = Journal(tmp_path / "j.jsonl").replay()
+    assert (
+        again.evaluations["e1"].error
+        == journal.index.evaluations["e1"].error
+        == stored["evaluation"]["error"]
+    )

@@ -17,7 +17,9 @@ from tracking_helpers import VENV_BIN, make_archive, run_study
 from metasearch.archive import GitArchive
 from metasearch.errors import ArchiveError, ConfigError
 from metasearch.tracking import store
-from metasearch.tracking.promote import PromotionRefused, promote_agent
+from metasearch.tracking.mirror import JournalMirror
+from metasearch.tracking.promote import PromotionRefused, promote_agent, refuse_links
+from metasearch.types import Evaluation
 
 
 def git(repo: Path, *args: str) -> str:
@@ -91,6 +93,63 @@ def test_promote_registers_aliases_and_tags_and_the_alias_predicts(tmp_path: Pat
     assert out["status"].tolist() == ["ok"]
     assert (task2 / "output" / "answer.txt").read_text().endswith("quality 0.3\n")  # the seed's own code
     archive.close()
+
+
+def test_an_old_journals_lone_surrogates_stall_neither_the_mirror_nor_promotion(tmp_path: Path) -> None:
+    """Lines a version before ``utf8_text`` wrote (a non-UTF-8 file name quoted in an error, a summary) carry
+    lone surrogates; the mirror and promotion send them to MLflow as their escapes, and go on."""
+    archive = make_archive(tmp_path)
+    with archive.checkout("a00000") as ws:
+        (ws / "quality.txt").write_text("0.5\n")
+        child = archive.add_child("a00000", ws, job_id="x1", meta={"summary": "made @NAME@"})
+    error = "agent run failed: link out of the tree: /task/@NAME@ -> /etc"
+    archive.record(Evaluation("e1", child.id, "t0", 0.0, metrics={"@NAME@": 1.0}, error=error))
+    archive.close()
+    journal = archive.root / "journal.jsonl"
+    journal.write_text(journal.read_text().replace("@NAME@", "\\udcff"))  # os.fsdecode(b"\xff"), escaped
+    assert "\udcff" in json.loads(journal.read_text().splitlines()[-1])["evaluation"]["error"]
+
+    mirror = JournalMirror(archive.root)
+    assert mirror.catch_up() > 0 and mirror.step() == 0
+    assert mirror.draw_lineage(force=True)  # the lineage text holds the summary
+    client = MlflowClient(mirror.tracking_uri, registry_uri=mirror.tracking_uri)
+    run = client.get_run(mirror.runs[child.id])
+    assert run.data.tags["metasearch.last_error"] == error.replace("@NAME@", "\\udcff")
+    assert "made \\udcff" in run.data.tags["mlflow.note.content"]
+
+    result = promote_agent(archive.root, child.id, "escaped")
+    assert client.get_model_version("escaped", str(result["version"])).description == "made \\udcff"
+
+
+def test_promotion_refuses_a_tree_with_links_mlflow_would_follow(tmp_path: Path) -> None:
+    """MLflow copies what links point to: a chain of links to folders (2^k copies), a link out of the tree or
+    to nothing is refused before anything is registered; a link to a file inside is copied as that file."""
+    archive = make_archive(tmp_path)
+    with archive.checkout("a00000") as ws:
+        for i in range(4):
+            (ws / f"d{i}").mkdir()
+        (ws / "d3" / "leaf.txt").write_text("z\n")
+        for i in range(3):
+            for name in ("x", "y"):
+                (ws / f"d{i}" / name).symlink_to(f"../d{i + 1}")
+        child = archive.add_child("a00000", ws, job_id="x1")
+    archive.close()
+    with pytest.raises(PromotionRefused, match=r"d0/x -> \.\./d1 \(a folder\).* and 1 more"):
+        promote_agent(archive.root, child.id, "linked")
+    client = MlflowClient(store.default_tracking_uri(archive.root))
+    assert client.search_registered_models() == []
+
+    tree = tmp_path / "tree"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / "m.py").write_text("x = 1\n")
+    (tree / "alias.py").symlink_to("pkg/m.py")
+    refuse_links(tree, "a1")  # a link to a file inside: kept (as a copy)
+    (tree / "gone").symlink_to("missing")
+    (tree / "pkg" / "out").symlink_to(tmp_path)
+    with pytest.raises(
+        PromotionRefused, match=r"gone -> missing \(nothing\); pkg/out -> .* \(out of the tree\)"
+    ):
+        refuse_links(tree, "a1")
 
 
 def test_promotion_refuses_bad_input_before_touching_mlflow(tmp_path: Path) -> None:
