@@ -159,6 +159,41 @@ def test_plain_unified_diffs_apply_and_bad_ones_are_reported(tmp_path: Path) -> 
     assert _grade(tmp_path, "pagination", plain + binary).flags == ("tamper_suspect",)
 
 
+def test_what_a_patch_changed_is_judged_on_the_trees_not_on_its_text(tmp_path: Path) -> None:
+    """A patch can name its files one way to a reader of its text and another way to ``git apply``: git's
+    quoted names with octal escapes, prefixes other than ``a/``/``b/``, a mode written with a leading zero.
+    Each of these once got a forbidden file applied, or added code past the scan."""
+    source = (REPOS_DIR / "pagination" / "pagination.py").read_text()
+    fixed = source.replace("return total_items // per_page\n", "return -(-total_items // per_page)\n")
+    plain = _edit_diff("pagination", "pagination.py", fixed)
+    quoted = (
+        'diff --git "a/conftes\\164.py" "b/conftes\\164.py"\nnew file mode 100644\n--- /dev/null\n'
+        '+++ "b/conftes\\164.py"\n@@ -0,0 +1 @@\n+x = 1\n'
+    )
+    result = _grade(tmp_path / "quoted", "pagination", plain + quoted)
+    assert result.flags == ("touched_tests",) and "conftest.py" in (result.error or ""), result
+    cached = quoted.replace("conftes\\164.py", "__pycach\\145__/pagination.cpython-311.py\\143")
+    result = _grade(tmp_path / "cached", "pagination", plain + cached)
+    assert result.flags == ("tamper_suspect",) and "__pycache__/pagination.cpython-311.pyc" in (result.error or "")
+    link = (
+        "diff --git a/link.py b/link.py\nnew file mode 0120000\n--- /dev/null\n+++ b/link.py\n"
+        "@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n"
+    )
+    result = _grade(tmp_path / "link", "pagination", plain + link)
+    assert result.flags == ("unsafe_path",) and "link.py" in (result.error or ""), result
+    exiting = _edit_diff("pagination", "pagination.py", fixed + "\nimport sys\nsys.exit(0)\n")
+    prefixed = exiting.replace("--- a/", "--- x/").replace("+++ b/", "+++ y/")
+    result = _grade(tmp_path / "prefixed", "pagination", prefixed)
+    assert result.flags == ("tamper_suspect",), result
+    assert result.error == "tamper_suspect: pagination.py: early exit outside __main__: sys.exit"
+    assert (
+        _grade(
+            tmp_path / "plain", "pagination", plain.replace("--- a/", "--- x/").replace("+++ b/", "+++ y/")
+        ).score
+        == 1.0
+    )
+
+
 @pytest.mark.docker
 def test_grading_in_docker(docker_sandbox_factory: Callable[[], Sandbox], tmp_path: Path) -> None:
     artifact = tmp_path / "output"

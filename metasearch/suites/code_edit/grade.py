@@ -7,8 +7,9 @@ candidate's code, which runs here, reaches no other task's tests. Steps:
 1. refuse a patch that touches tests, leaves the repository (flags ``touched_tests``, ``unsafe_path``) or
    adds a binary or compiled file (``tamper_suspect``);
 2. apply the patch to a copy of the repository (``git apply``, then ``patch -p1`` as a fallback);
-3. scan every Python file the patch touches for what it added (``testrun/scan.py``): a finding is flag
-   ``tamper_suspect`` with the file and the pattern, score 0;
+3. find what it changed by comparing the trees (not by reading the patch's text), refuse it on the
+   same grounds as in 1, and scan every Python file it changed for what it added (``testrun/scan.py``):
+   a finding is flag ``tamper_suspect`` with the file and the pattern, score 0;
 4. learn the expected test ids by collecting the hidden tests on a pristine copy: no candidate code runs;
 5. run the hidden tests under two harnesses that report over private channels and must agree
    (``testrun/verdict.py``): pytest with our reporter, then our own direct runner.
@@ -21,6 +22,7 @@ becomes ``{"score": 0, "error": ...}``; only a broken grader exits non-zero.
 
 from __future__ import annotations
 
+import filecmp
 import json
 import os
 import shutil
@@ -72,20 +74,74 @@ def is_test_path(path: str) -> bool:
 
 
 def check_patch(diff: str) -> tuple[list[str], str | None]:
-    """Integrity flags and the reason to refuse the patch, if any."""
+    """Integrity flags and the reason to refuse the patch, if any, from its text: a first look, before it
+    is applied. What it changed is judged on the trees after it is (``check_changes``)."""
     paths = touched_paths(diff)
     unsafe = [p for p in paths if p.startswith("/") or ".." in PurePosixPath(p).parts]
     if unsafe or "new file mode 120000" in diff or "new mode 120000" in diff:
         return ["unsafe_path"], f"patch leaves the repository or adds a symlink: {unsafe[:3]}"
+    flags, refusal = check_changes(paths, [])
+    if not refusal and ("GIT binary patch" in diff or "\nBinary files " in diff):
+        reason = "patch adds a binary or compiled file, which the grader does not run: a binary patch"
+        return ["tamper_suspect"], f"tamper_suspect: {reason}"
+    return flags, refusal
+
+
+def check_changes(paths: list[str], links: list[str]) -> tuple[list[str], str | None]:
+    """Integrity flags and the reason to refuse ``paths`` changed (``links`` among them: links or other
+    files that are not regular), if any."""
+    if links:
+        return ["unsafe_path"], f"patch adds a symlink or a special file: {links[:3]}"
+    outside = [p for p in paths if PurePosixPath(p).parts[:1] == (".git",)]
+    if outside:
+        return ["unsafe_path"], f"patch changes the repository's git data: {outside[:3]}"
     tests = [p for p in paths if is_test_path(p)]
     if tests:
         return ["touched_tests"], f"patch edits test files, which is not allowed: {tests[:5]}"
     # Compiled modules (an extension, an unchecked-hash .pyc) would run code no scan can read.
     compiled = [p for p in paths if p.endswith(COMPILED) or "__pycache__" in PurePosixPath(p).parts]
-    if compiled or "GIT binary patch" in diff or "\nBinary files " in diff:
+    if compiled:
         reason = f"patch adds a binary or compiled file, which the grader does not run: {compiled[:3]}"
         return ["tamper_suspect"], f"tamper_suspect: {reason}"
     return [], None
+
+
+def changed_files(before: str, after: str) -> tuple[list[str], list[str]]:
+    """What the patch changed, from the trees themselves (a patch's text can name a file one way to a
+    reader and another way to ``git apply``: quoted names with escapes, odd prefixes, mode lines): every
+    path that is new, gone or different in content, and the new or changed ones that are not regular
+    files (a link, a pipe)."""
+    old, new = _entries(before), _entries(after)
+    changed, odd = [], []
+    for rel in sorted(old.keys() | new.keys()):
+        was, now = old.get(rel), new.get(rel)
+        if was == now and (now is None or now[0] != "file" or _same_bytes(before, after, rel)):
+            continue
+        changed.append(rel)
+        if now is not None and now[0] != "file":
+            odd.append(rel)
+    return changed, odd
+
+
+def _entries(root: str) -> dict[str, tuple[str, str]]:
+    """Every entry under ``root`` but folders (a link to one included), by relative path: (kind, link
+    target)."""
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, root)
+            if os.path.islink(path):
+                found[rel] = ("link", os.readlink(path))
+            elif os.path.isfile(path):
+                found[rel] = ("file", "")
+            elif not os.path.isdir(path):
+                found[rel] = ("special", "")
+    return found
+
+
+def _same_bytes(before: str, after: str, rel: str) -> bool:
+    return filecmp.cmp(os.path.join(before, rel), os.path.join(after, rel), shallow=False)
 
 
 def apply_patch(diff_path: str, work: str) -> str | None:
@@ -130,7 +186,11 @@ def main(argv: list[str]) -> dict[str, Any]:
         failure = apply_patch(os.path.abspath(diff_path), work)
         if failure:
             return {"score": 0.0, "metrics": {"applied": 0.0}, "error": failure}
-        if found := scan_patch(scan, touched_paths(diff), pristine, work):
+        changed, odd = changed_files(pristine, work)
+        flags, refusal = check_changes(changed, odd)
+        if refusal:
+            return {"score": 0.0, "flags": flags, "error": refusal, "metrics": {"applied": 1.0}}
+        if found := scan_patch(scan, changed, pristine, work):
             return {**verdict.failure(found, [verdict.TAMPER]), "metrics": {"applied": 1.0}}
         expected = verdict.collect(pristine, tests, timeout_s=run_timeout)
         result = verdict.run_and_judge(

@@ -800,12 +800,32 @@ CHANGED = frozenset({"object.__setattr__", "object.__delattr__"})
 IN_PLACE = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__class__", "__bases__"})
 FRAME_ATTRS = frozenset({"tb_frame", "f_code", "gi_frame", "cr_frame", "ag_frame"})
 IMPORTING = "<frozen importlib._bootstrap"  # the import system's frames (and ``_bootstrap_external``'s)
-REVEALERS = ("inspect.py", "traceback.py")  # stdlib modules that hand a caller's frames or source back
+# The standard library's functions that take a caller's frame or a function's code and keep what they
+# learn to themselves (a module's name, a warning's or a log record's place), by their function's name and
+# file. Any other standard-library function that takes one on the code under test's behalf may hand it
+# back: ``inspect``, ``traceback``, ``dis``, ``logging.currentframe``, ``functools.singledispatch``
+# wrapping ``sys._getframe``.
+KEEPERS = {
+    "namedtuple": "/collections/__init__.py", "_caller": "/typing.py", "_create_": "/enum.py",
+    "findCaller": "/logging/__init__.py", "handleError": "/logging/__init__.py", "warn": "/warnings.py",
+    "_as_int": "/gettext.py", "_text_encoding": "/subprocess.py",
+}  # fmt: skip
 WATCH = "watched"
 
 
 class _Refused(Exception):
     """What the audit hook raises to a watched comparison that asks while another is asking."""
+
+
+class _Unchecked(Exception):
+    """What the audit hook raises for an event it failed to check: the event does not happen."""
+
+
+def _sourceless(path: str, _split: Callable[[str], tuple[str, str]] = os.path.split) -> bool:
+    """A compiled module outside ``__pycache__``: its code carries whatever file name it was given
+    (in ``__pycache__`` the import system names its source instead)."""
+    folder, name = _split(path)
+    return name.endswith(".pyc") and _split(folder)[1] != "__pycache__"
 
 
 def watch(
@@ -847,7 +867,7 @@ def watch(
         _shape.CLASS_MADE,
     )
     std, candidate, always = _shape.STD, _shape.CANDIDATE, ALWAYS_EQUAL
-    revealers, importing, frame_attrs, process = REVEALERS, IMPORTING, FRAME_ATTRS, WATCHED_PROCESS
+    keepers, importing, frame_attrs, process = KEEPERS, IMPORTING, FRAME_ATTRS, WATCHED_PROCESS
     made_code, changed, in_place, watched, proc_secrets, any_ = (
         MADE_CODE,
         CHANGED,
@@ -862,7 +882,15 @@ def watch(
     isinstance_, getattr_, type_, len_, str_, int_, bool_, exception = (
         isinstance, getattr, type, len, str, int, bool, Exception,
     )  # fmt: skip
-    function_type, module_type, refused = types.FunctionType, types.ModuleType, _Refused
+    function_type, module_type, refused, unchecked = (
+        types.FunctionType,
+        types.ModuleType,
+        _Refused,
+        _Unchecked,
+    )
+    open_, bytes_, trusted = open, bytes, _shape.TRUSTED
+    failed: list[str] = []  # what the hook failed to check, told with its next report
+    sourceless = _sourceless
     issubclass_, tuple_, list_, modules = issubclass, tuple, list, sys.modules
     module_dict = vars(module_type)["__dict__"].__get__
     class_name, class_label = vars(type)["__name__"].__get__, _class_label
@@ -886,19 +914,51 @@ def watch(
         {str, bytes, pathlib.PurePath, pathlib.PurePosixPath, pathlib.Path, pathlib.PosixPath, os.DirEntry}
     )
 
-    def culprit(innermost_only: bool, imports: bool = True, depth: int = 2) -> bool:
+    def origin(depth: int = 2) -> str:
+        """Whose the nearest frame outside the standard library is (``std`` when there is none);
+        ``depth`` as ``culprit``'s."""
+        frame: types.FrameType | None = getframe(depth)
+        while frame is not None:
+            found = kind(frame.f_code.co_filename)
+            if found != std:
+                return found
+            frame = frame.f_back
+        return std
+
+    def borrowed_name(source: Any, filename: Any) -> bool:
+        """Whether code compiled under a library's, a test's or this grader's file name is other than
+        that file's own source (``runpy``, ``code``, an import loader of the candidate's serving its own
+        bytes): code so named would pass for theirs. An installed package's own compiling (pytest
+        rewriting a test's assertions) is trusted."""
+        if type_(filename) is not str_ or kind(filename) == candidate or origin(3) == trusted:
+            return False
+        if type_(source) is str_:
+            source = source.encode("utf-8", "surrogateescape")
+        if type_(source) is not bytes_:
+            return True  # a syntax tree, a buffer: not read from that file
+        try:
+            with open_(filename, "rb") as f:
+                return f.read() != source
+        except exception:
+            return True
+
+    def culprit(innermost_only: bool, imports: bool = True, depth: int = 2, kept: bool = False) -> bool:
         """Whether the nearest frame outside the standard library is the code under test's (the event's
-        own frame, when ``innermost_only``, unless that is ``inspect`` or ``traceback`` working for it;
-        not through the import system, unless ``imports``: a library module doing so as it loads).
-        ``depth``: the event's frame (past this function's and the hook's, and a guard's)."""
+        own frame, when ``innermost_only``; not past a library function that keeps what it takes, when
+        ``kept``: ``KEEPERS``; not through the import system, unless ``imports``: a library module doing
+        so as it loads). ``depth``: the event's frame (past this function's and the hook's, and a
+        guard's)."""
         frame: types.FrameType | None = getframe(depth)
         first = True
         while frame is not None:
-            name = frame.f_code.co_filename
+            code = frame.f_code
+            name = code.co_filename
             found = kind(name)
             if found != std:
                 return found == candidate
-            if innermost_only and first and not name.endswith(revealers):
+            if innermost_only and first:
+                return False  # a library's own compiling (namedtuple, dataclasses)
+            if kept and name.endswith(keepers.get(code.co_name, "\0")):
                 return False  # a library's own use of its caller's frame (namedtuple, enum, logging)
             if not imports and name.startswith(importing):
                 return False
@@ -1034,19 +1094,25 @@ def watch(
                 )
                 if (path in tests or path.startswith(grader) or secret) and culprit(innermost_only=False):
                     what = f"opened {relpath(path, root) if path in tests else path}"
+                elif sourceless(path) and origin() != trusted:  # its code can name any file
+                    what = f"loaded compiled code without its source ({path})"
             elif event == "open" and not isinstance_(args[0], int_) and culprit(innermost_only=False):
                 what = f"opened a file through a {type_(args[0]).__name__} of its own"
             elif event.startswith("object.__") and (len_(args) < 2 or type_(args[1]) is not str_):
                 pass  # a name that is not a str (the candidate's subclass): nothing a check here asks about
             elif (event == "object.__getattr__" and args[1] in frame_attrs) or event == "sys._getframe":
-                if culprit(innermost_only=True):
+                if culprit(innermost_only=False, kept=True):
                     what = f"reached a frame ({args[1] if event == 'object.__getattr__' else event})"
             elif event == "compile" and culprit(innermost_only=True):
                 what = "compiled code itself"
+            elif event == "compile" and len_(args) == 2 and borrowed_name(args[0], args[1]):
+                what = f"compiled code under the name of {args[1]}"
             elif event in made_code and culprit(innermost_only=False, imports=False):
                 what = f"made code ({event})"
             elif event == "object.__getattr__" and args[1] == "__code__" and not own(args[0]):
-                if culprit(innermost_only=True, imports=False):  # (a library reading one as it loads)
+                if culprit(
+                    innermost_only=False, imports=False, kept=True
+                ):  # (a library reading one as it loads)
                     what = f"read {label(args[0])}.__code__"
             elif event in changed and args[1] in in_place and not own(args[0]):
                 if culprit(innermost_only=False, imports=False):
@@ -1055,13 +1121,17 @@ def watch(
                 what = event
             elif event in ("sys.settrace", "sys.setprofile") and traced_by_candidate():
                 what = f"{event} (through threading)"
+            if failed and not what:
+                what = f"made the audit hook fail on {failed[0]}"
+                failed.clear()
             if what and what not in reported and len_(reported) < 5 and getpid() == pid:  # (not a fork's)
                 reported.add(what)
                 send({"t": "tamper", "what": [f"{watched}: the code under test {what}"]})
         except refused:
             raise
-        except exception:  # the hook must never break the run it watches
-            pass
+        except exception as exc:  # a check that did not finish (a stack or memory run short on purpose)
+            failed.append(f"{event} ({type_(exc).__name__})")
+            raise unchecked from None  # fails closed: what it could not check does not happen
         finally:
             busy.discard(thread)
 

@@ -35,6 +35,7 @@ import importlib
 import importlib.util
 import operator
 import os
+import re
 import sys
 import sysconfig
 import types
@@ -56,6 +57,7 @@ MODULE_NAMES = frozenset({"__name__", "__doc__", "__package__", "__loader__", "_
 # what runners swap and put back around each test and session (``warnings.catch_warnings``)
 SWAPPED = frozenset({("warnings", "_showwarnmsg_impl"), ("warnings", "showwarning")})
 IMMUTABLE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: a class that refuses every change
+FROZEN = re.compile(r"<frozen [A-Za-z_][\w.]*>")  # a frozen module's code names it so, and nothing else
 # the modules whose names the runner's assertions and the tests' helpers look up as they run, beside the
 # modules these import and the ones the tests import (``relied_on``)
 RUNNER_MODULES = frozenset({
@@ -77,21 +79,26 @@ class Places:
         prefixes = {os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
         self.installed = tuple(prefixes)
         self.kinds: dict[str, str] = {}
-        self._realpath, self._isabs, self._kinds = (
+        self._realpath, self._isabs, self._frozen, self._kinds = (
             os.path.realpath,
             os.path.isabs,
+            FROZEN.fullmatch,
             (STD, TEST, TRUSTED, CANDIDATE),
         )
 
     def kind(self, filename: str) -> str:
         """``std``, ``trusted`` (an installed package, this grader), ``test`` or ``candidate``: any other
-        file, and code compiled from a string."""
+        file, and code compiled from a string. By the name the code carries, which whoever compiles it
+        chooses: only an absolute path (where it really leads) or a frozen module's exact name counts
+        (``<frozen>/../solution.py`` is the candidate's); the audit hook sees that a name claiming
+        another's file was given to that file's own source (``harness.watch``)."""
         found = self.kinds.get(filename)
         if found is None:
             std, test, trusted, candidate = self._kinds
-            path = self._realpath(filename) if self._isabs(filename) else filename
+            path = self._realpath(filename) if self._isabs(filename) else None
             found = (
-                std if path.startswith(self.stdlib) or filename.startswith("<frozen")
+                candidate if path is None and not self._frozen(filename)
+                else std if path is None or path.startswith(self.stdlib)
                 else test if path in self.tests
                 else trusted if path.startswith((self.grader, *self.installed))
                 else candidate
