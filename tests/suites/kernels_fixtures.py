@@ -350,6 +350,76 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
         _module("row_softmax", _SOFTMAX, prelude="open('/proc/self/oom_score_adj', 'w').write('0')\n"),
         "out-of-memory priority",
     ),
+    # a slow solution (the reference's own row loop) that computes 95% of every call while its inputs
+    # arrive, in every third pair of rounds only (so the median over pairs never sees it) and in the rounds
+    # that size the batch: those rounds make its fastest calls
+    "hidden_in_a_third_of_the_rounds": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            "torch.stack([(r - r.max()).exp() / (r - r.max()).exp().sum() for r in x])",
+            prelude=(
+                _WORKER + "_st = {'since': 0, 'ahead': None}\n\n"
+                "def _ahead(self, op, msg):\n"
+                "    if op == 'model':\n"
+                "        _st['since'] = 0\n"
+                "    answer = _handle(self, op, msg)\n"
+                "    if op == 'inputs':\n"
+                "        _st['since'] += 1\n"
+                "        timed = _st['since'] - 4\n"
+                "        if timed < 0 or (timed // 2) % 3 == 0:\n"
+                "            share = 1.0 if timed < 0 else 0.95\n"
+                "            with torch.no_grad():\n"
+                "                _st['ahead'] = [self.model(x[: int(share * len(x))]) for (x,) in self.slots]\n"
+                "    elif op == 'run':\n"
+                "        _st['ahead'] = None\n"
+                "    return answer\n\n"
+                "def _run(self, op, msg):\n"
+                "    if op == 'run' and _st['ahead'] is not None:\n"
+                "        with torch.no_grad():\n"
+                "            self.outputs = [\n"
+                "                done if len(done) == len(x) else torch.cat([done, self.model(x[len(done) :])])\n"
+                "                for done, (x,) in zip(_st['ahead'], self.slots)\n"
+                "            ]\n"
+                "        _st['ahead'] = None\n"
+                "        return {'ok': True}\n"
+                "    return _ahead(self, op, msg)\n\n"
+                "_W.handle = _run\n"
+            ),
+        ),
+        "work_outside_timing",
+    ),
+    # adds 60% of each sum while the inputs arrive (all of it in the rounds that size the batch): its inputs
+    # once cost it less to take than the reference's worker (which copied them), which paid for the work
+    "part_done_as_inputs_arrive": (
+        "add_control",
+        _module(
+            "add_control",
+            ORACLES["add_control"][3],
+            prelude=(
+                _WORKER + "_st = {'since': 0, 'ahead': None}\n\n"
+                "def _ahead(self, op, msg):\n"
+                "    if op == 'model':\n"
+                "        _st['since'] = 0\n"
+                "    if op == 'run' and _st['ahead'] is not None:\n"
+                "        for (out, k), (x, y) in zip(_st['ahead'], self.slots):\n"
+                "            torch.add(x[k:], y[k:], out=out[k:])\n"
+                "        self.outputs, _st['ahead'] = [out for out, _ in _st['ahead']], None\n"
+                "        return {'ok': True}\n"
+                "    answer = _handle(self, op, msg)\n"
+                "    if op == 'inputs':\n"
+                "        _st['since'] += 1\n"
+                "        share, _st['ahead'] = 1.0 if _st['since'] <= 3 else 0.6, []\n"
+                "        for x, y in self.slots:\n"
+                "            out, k = torch.empty_like(x), int(len(x) * share)\n"
+                "            torch.add(x[:k], y[:k], out=out[:k])\n"
+                "            _st['ahead'].append((out, k))\n"
+                "    return answer\n\n"
+                "_W.handle = _ahead\n"
+            ),
+        ),
+        "no gain",
+    ),
 }
 
 # Attacks that only a container can stop (the local sandbox runs them as the same user, often root):

@@ -55,7 +55,7 @@ from typing import Any
 import room
 import shared
 from room import OOM_FIRST, OOM_SETTABLE, oom_priority
-from rounds import Round, Timing, bootstrap, charge, typical
+from rounds import Round, Timing, bootstrap, charged_time, typical
 from workers import Accounting, Worker, WorkerFailed, process_cpu, stopped, worker_command, worker_env
 
 FULL_CREDIT_SPEEDUP = 10.0
@@ -176,7 +176,7 @@ class Session:
             want = shared.as_array(shared.call(model, inputs))
             spec, data = shared.pack([inputs])  # the pristine inputs, as sent
             del model, inputs
-        sizes = shared.tensor_bytes(spec)
+        places = shared.layout(spec)
         limit = want.nbytes + len(data)
         got: list[Any] = []
         for worker in self.workers:  # the reference's worker too: both processes live the same history
@@ -187,16 +187,14 @@ class Session:
             self._ask(worker, "inputs", slots=spec, payload=data)
             self._ask(worker, "run")
             got = self._ask(worker, "fetch", slots=[0], inputs=True, limit=limit)[0].get("arrays", [])
-        if len(got) != 1 + len(sizes):
-            raise CandidateFailed(f"{what}: the worker sent {len(got)} arrays, not {1 + len(sizes)}")
+        if len(got) != 1 + len(places):
+            raise CandidateFailed(f"{what}: the worker sent {len(got)} arrays, not {1 + len(places)}")
         problem = self._compare(got[0], want)
         if problem:
             raise CandidateFailed(f"{what}: {problem}", ["stale_output"] if stale else [])
-        offset = 0
-        for array, size in zip(got[1:], sizes, strict=True):
+        for array, (offset, size) in zip(got[1:], places, strict=True):
             if not _same_bytes(array, data, offset, size):
                 raise CandidateFailed(f"{what}: the candidate wrote into its inputs", ["modified_inputs"])
-            offset += size
 
     def _compare(self, got: Any, want: Any) -> str | None:
         """Within the task's tolerances, compared a slice at a time (memory stays near the outputs')."""
@@ -420,9 +418,8 @@ class Session:
     def _verdict(self, timing: Timing, solo: list[float], cpu_total: float) -> dict[str, Any]:
         cand, flags = self.cand, self.flags
         ref_calls = [r.call for r in timing.ref]
-        charged = charge([c.untimed - r.untimed for c, r in zip(timing.cand, timing.ref, strict=True)])
-        cand_calls = [r.call + charged for r in timing.cand]
-        if charged > 0.5 * typical(cand_calls):
+        cand_s, charged = charged_time(timing.cand, timing.ref)
+        if cand_s - typical([c.call for c in timing.cand]) > 0.5 * cand_s:
             flags.append("work_outside_timing")
         outside = cpu_total - cand.cpu_inside
         if (
@@ -432,7 +429,7 @@ class Session:
             flags.append("work_outside_timing")
         if cand.cpu_inside > 1.25 * cand.wall_inside + 0.05 and "multithreaded" not in flags:
             flags.append("multithreaded")
-        beside, cand_s, solo_s = (typical(x) for x in (ref_calls, cand_calls, solo))
+        beside, solo_s = typical(ref_calls), typical(solo)
         if beside > DISTURBED * solo_s:
             flags.append("reference_disturbed")
         ref_s = beside if beside <= UNDISTURBED * solo_s else solo_s

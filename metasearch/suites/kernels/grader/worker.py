@@ -118,7 +118,7 @@ class Worker:
                 self.slots = [shared.make_inputs(self.reference, self.device, s, {}) for s in msg["seeds"]]
                 shared.sync(self.device)
             else:
-                self.slots = shared.unpack(msg["slots"], msg.pop("payload", b""), self.device)
+                self.slots = shared.unpack(msg["slots"], msg.pop("payload", bytearray()), self.device)
             self.outputs = []
         elif op == "run":
             self.outputs = [shared.call(self.model, inputs) for inputs in self.slots]
