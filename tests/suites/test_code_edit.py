@@ -174,7 +174,9 @@ def test_what_a_patch_changed_is_judged_on_the_trees_not_on_its_text(tmp_path: P
     assert result.flags == ("touched_tests",) and "conftest.py" in (result.error or ""), result
     cached = quoted.replace("conftes\\164.py", "__pycach\\145__/pagination.cpython-311.py\\143")
     result = _grade(tmp_path / "cached", "pagination", plain + cached)
-    assert result.flags == ("tamper_suspect",) and "__pycache__/pagination.cpython-311.pyc" in (result.error or "")
+    assert result.flags == ("tamper_suspect",) and "__pycache__/pagination.cpython-311.pyc" in (
+        result.error or ""
+    )
     link = (
         "diff --git a/link.py b/link.py\nnew file mode 0120000\n--- /dev/null\n+++ b/link.py\n"
         "@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n"

@@ -155,7 +155,9 @@ _FROM_THE_FRAME = (
     "    return _real(*a, **k)\n"
 )
 UNDER_A_FROZEN_NAME = (
-    HIDE + _MODULES + "import ast as _ast, linecache as _lc\n\nif __name__ == '_help' 'er':\n    _real = {fn}\n\n    def {fn}(*a, **k):\n"
+    HIDE
+    + _MODULES
+    + "import ast as _ast, linecache as _lc\n\nif __name__ == '_help' 'er':\n    _real = {fn}\n\n    def {fn}(*a, **k):\n"
     + "\n".join("    " + line if line else line for line in _FROM_THE_FRAME.split("\n"))
     + "\nelse:\n    _real = {fn}\n    _lib = getattr(_mods['import' 'lib'], 'import_' 'module')\n"
     "    _run = getattr(_lib('run' 'py'), 'run_' 'path')\n"
@@ -194,10 +196,15 @@ _FROM_THE_TEST_CASE = (
     "                if _i.opname == 'LOAD_CONST' and type(_i.argval) is bool:\n"
     "                    return _i.argval\n        _f = _f.f_back\n    return _real(*a, **k)\n"
 )
-_LIBRARIES = HIDE + _MODULES + "_lib = getattr(_mods['import' 'lib'], 'import_' 'module')\n_dis = _lib('d' 'is')\n"
-FRAME_FROM_LOGGING = _LIBRARIES + "_grab = getattr(_lib('logg' 'ing'), 'current' 'frame')\n" + _FROM_THE_TEST_CASE
+_LIBRARIES = (
+    HIDE + _MODULES + "_lib = getattr(_mods['import' 'lib'], 'import_' 'module')\n_dis = _lib('d' 'is')\n"
+)
+FRAME_FROM_LOGGING = (
+    _LIBRARIES + "_grab = getattr(_lib('logg' 'ing'), 'current' 'frame')\n" + _FROM_THE_TEST_CASE
+)
 FRAME_FROM_SINGLEDISPATCH = (
-    _LIBRARIES + "_grab = getattr(_lib('funct' 'ools'), 'single' 'dispatch')(getattr(_sys, '_get' 'frame'))\n"
+    _LIBRARIES
+    + "_grab = getattr(_lib('funct' 'ools'), 'single' 'dispatch')(getattr(_sys, '_get' 'frame'))\n"
     + _FROM_THE_TEST_CASE.replace("_grab()", "_grab(1)")
 )
 # No frame at all: every test module's functions, from ``sys.modules``, read through ``dis`` for the constant
@@ -230,7 +237,8 @@ def _compiled_elsewhere() -> str:
     code = compile(_FROM_THE_FRAME_SOURCE.replace("{fn}", "answer"), where, "exec")
     pyc = importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(code)
     return (
-        HIDE + f"_pyc = {pyc!r}\n".replace("{", "{{").replace("}", "}}")
+        HIDE
+        + f"_pyc = {pyc!r}\n".replace("{", "{{").replace("}", "}}")
         + "_here = getattr(_os, 'getc' 'wd')()\nwith open(_here + '/_help' 'er.p' 'yc', 'wb') as _f:\n"
         "    _f.write(_pyc)\ngetattr(_sys, 'pa' 'th').insert(0, _here)\n"
         "_helper = getattr(_sys.modules['import' 'lib'], 'import_' 'module')('_help' 'er')\n"
