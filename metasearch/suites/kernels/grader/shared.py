@@ -176,11 +176,19 @@ def layout(spec: list[list[Any]]) -> list[tuple[int, int]]:
     return places
 
 
-def unpack(spec: list[list[Any]], data: bytearray, device: Any) -> list[list[Any]]:
-    """The input sets ``pack`` described, as tensors on ``device``: on a CPU, views of ``data`` itself.
-    No copy, so that the reference's worker does no work here a candidate's could skip: what a worker
-    spends around the timed command beyond the reference's is charged to it, and an unpacking cheaper than
-    the reference's would leave it room to work unseen."""
+def receive_buffer(size: int) -> Any:
+    """A tensor of ``size`` bytes to receive inputs into: PyTorch's own memory, aligned as its kernels
+    expect, so that the inputs can stay where they were received (``unpack``)."""
+    import torch
+
+    return torch.empty(size, dtype=torch.uint8)
+
+
+def unpack(spec: list[list[Any]], data: Any, device: Any) -> list[list[Any]]:
+    """The input sets ``pack`` described, as tensors on ``device``: on a CPU, views of ``data`` (a
+    ``receive_buffer``) itself. No copy, so that the reference's worker does no work here a candidate's
+    could skip: what a worker spends around the timed command beyond the reference's is charged to it, and
+    an unpacking cheaper than the reference's would leave it room to work unseen."""
     import torch
 
     places = iter(layout(spec))
@@ -193,8 +201,7 @@ def unpack(spec: list[list[Any]], data: bytearray, device: Any) -> list[list[Any
                 continue
             dtype, (offset, size) = getattr(torch, item[1]), next(places)
             if size:
-                raw = torch.frombuffer(data, dtype=torch.uint8, count=size, offset=offset)
-                tensor = raw.view(dtype).reshape(item[2])
+                tensor = data[offset : offset + size].view(dtype).reshape(item[2])
                 inputs.append(tensor if device.type == "cpu" else tensor.to(device))
             else:
                 inputs.append(torch.empty(item[2], dtype=dtype, device=device))

@@ -118,7 +118,10 @@ class Worker:
                 self.slots = [shared.make_inputs(self.reference, self.device, s, {}) for s in msg["seeds"]]
                 shared.sync(self.device)
             else:
-                self.slots = shared.unpack(msg["slots"], msg.pop("payload", bytearray()), self.device)
+                payload = msg.pop("payload", None)
+                self.slots = shared.unpack(
+                    msg["slots"], shared.receive_buffer(0) if payload is None else payload, self.device
+                )
             self.outputs = []
         elif op == "run":
             self.outputs = [shared.call(self.model, inputs) for inputs in self.slots]
@@ -173,8 +176,8 @@ def main() -> None:
         for line in iter(commands.readline, b""):
             msg = json.loads(line)
             if msg.get("nbytes"):
-                payload = bytearray(int(msg["nbytes"]))  # read in place: inputs can be gigabytes
-                view, got = memoryview(payload), 0
+                payload = shared.receive_buffer(int(msg["nbytes"]))  # read in place: inputs can be gigabytes
+                view, got = memoryview(payload.numpy()), 0
                 while got < len(payload):
                     n = commands.readinto(view[got:])
                     if not n:
