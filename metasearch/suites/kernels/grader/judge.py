@@ -418,7 +418,7 @@ class Session:
     def _verdict(self, timing: Timing, solo: list[float], cpu_total: float) -> dict[str, Any]:
         cand, flags = self.cand, self.flags
         ref_calls = [r.call for r in timing.ref]
-        cand_s, charged = charged_time(timing.cand, timing.ref)
+        cand_s, charged, own = charged_time(timing.cand, timing.ref)
         if cand_s - typical([c.call for c in timing.cand]) > 0.5 * cand_s:
             flags.append("work_outside_timing")
         outside = cpu_total - cand.cpu_inside
@@ -442,6 +442,7 @@ class Session:
         metrics = {
             "correct": 1.0, "speedup": speedup, "ci_low": lo, "ci_high": hi, "ref_ms": ref_s * 1000,
             "cand_ms": cand_s * 1000, "ref_solo_ms": solo_s * 1000, "charged_ms": charged * 1000,
+            "rounds_ms": own * 1000,
             "outside_cpu_ms": outside * 1000, "overhead_us": self.overhead * 1e6, "batch": float(timing.n),
             "reps": float(timing.reps), "fast_0": float(not flags), "fast_1": float(faster and speedup > 1.0),
             "fast_2": float(faster and speedup > 2.0),

@@ -52,8 +52,9 @@ def charge(extra: list[float]) -> float:
     return max(0.0, quantile(pairs, 0.5))
 
 
-def charged_time(cand: list[Round], ref: list[Round]) -> tuple[float, float]:
-    """The candidate's typical seconds per call with what it spent out of sight, and that charge: the
+def charged_time(cand: list[Round], ref: list[Round]) -> tuple[float, float, float]:
+    """The candidate's typical seconds per call with what it spent out of sight, the charge, and the
+    second statistic below: the
     typical call plus ``charge``, or, when higher, the typical of each round's call plus that round's own
     extra. The second holds when the hidden work is put into fewer than half the rounds: the median charge
     misses them, and they would make the fastest calls. Each round's extra is a noisy difference, so for
@@ -61,7 +62,7 @@ def charged_time(cand: list[Round], ref: list[Round]) -> tuple[float, float]:
     extra = [c.untimed - r.untimed for c, r in zip(cand, ref, strict=True)]
     charged = charge(extra)
     own = typical([c.call + e for c, e in zip(cand, extra, strict=True)])
-    return max(typical([c.call for c in cand]) + charged, own), charged
+    return max(typical([c.call for c in cand]) + charged, own), charged, own
 
 
 def bootstrap(timing: Timing, scale: float, draws: int = 1000) -> tuple[float, float]:
@@ -73,7 +74,7 @@ def bootstrap(timing: Timing, scale: float, draws: int = 1000) -> tuple[float, f
     ratios = []
     for _ in range(draws):
         sample = [pair for unit in rng.choices(units, k=len(units)) for pair in unit]
-        cand, _ = charged_time([c for _, c in sample], [r for r, _ in sample])
+        cand, _, _ = charged_time([c for _, c in sample], [r for r, _ in sample])
         ratios.append(scale * typical([r.call for r, _ in sample]) / max(cand, 1e-12))
     ratios.sort()
     return ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]
