@@ -90,8 +90,8 @@ def parse_grader_output(result: ExecResult) -> TaskResult:
         metrics = {str(k): float(v) for k, v in (data.get("metrics") or {}).items()}
         flags = tuple(str(f) for f in data.get("flags") or ())
         error = data.get("error")
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        return TaskResult(score=0.0, error=f"grader output unreadable: {exc}")
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:  # (nested too deeply)
+        return TaskResult(score=0.0, error=f"grader output unreadable: {type(exc).__name__}: {exc}")
     return TaskResult(
         score=min(1.0, max(0.0, score)) if score == score else 0.0,  # NaN never reaches the archive
         metrics=metrics,

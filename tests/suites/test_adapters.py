@@ -757,3 +757,19 @@ def test_kernelbench_grading_room_follows_what_the_reference_needs(
     # no candidate can be graded on it under this cap: the study retires the task (errors.TaskUnfit)
     with pytest.raises(TaskUnfit, match=r"less than the reference's worker needs.*over the cap of 4096 MB"):
         capped.grade(KB_WIDE_ID, out, sandbox)
+
+
+@pytest.mark.parametrize(
+    "last_line",
+    ['{"score": 1.0, "metrics": {"x": "y"}}', '{"metrics": {}}', "[" * 100_000 + "]" * 100_000, "not json"],
+)
+def test_an_unreadable_grader_line_is_a_failed_grading(last_line: str) -> None:
+    """Whatever the last line holds (a value that is no number, no score, nesting past the recursion
+    limit), the grading fails with the reason; nothing raises into the study."""
+    from metasearch.sandboxes.protocol import ExecResult
+    from metasearch.suites.grading import parse_grader_output
+
+    result = parse_grader_output(
+        ExecResult(exit_code=0, stdout="noise\n" + last_line + "\n", stderr="", duration_s=0.1)
+    )
+    assert result.score == 0.0 and (result.error or "").startswith("grader output unreadable: "), result
