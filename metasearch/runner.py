@@ -127,7 +127,7 @@ class Runner:
             if tampered:
                 return ExpansionRejected(f"tampered worktree: {tampered}")
             try:
-                diff, verdict = self._gate(job, workspace, parent_manifest, log_dir)
+                diff, verdict, tree = self._gate(job, workspace, parent_manifest, log_dir)
             except SandboxViolation as exc:
                 return ExpansionRejected(f"proposer failed: {exc}")
             proposal = replace(proposal, diff=diff)
@@ -145,7 +145,7 @@ class Runner:
                 "cost_usd": proposal.cost_usd,
                 "transcript_path": proposal.transcript_path,
             }
-            agent = self.archive.add_child(parent.id, workspace, job_id=job.job_id, meta=meta)
+            agent = self.archive.add_child(parent.id, workspace, job_id=job.job_id, meta=meta, tree=tree)
         return Expanded(agent, proposal)
 
     def _propose(
@@ -163,20 +163,21 @@ class Runner:
 
     def _gate(
         self, job: Expand, workspace: Path, parent_manifest: Manifest, log_dir: Path
-    ) -> tuple[str, Verdict]:
-        """The workspace's diff (kept as ``proposal.diff``) and the admission gate's verdict on the child's
-        commit as it will be: the paths git says changed, and a copy of exactly the files the commit holds
-        (the workspace may also hold files that the child's own .gitignore keeps out of it). SandboxViolation
-        for a tree git would refuse to check out."""
+    ) -> tuple[str, Verdict, str]:
+        """The workspace's diff (kept as ``proposal.diff``), the admission gate's verdict on the child's
+        commit as it will be (the paths git says changed, and a copy of exactly the files the commit holds:
+        the workspace may also hold files that the child's own .gitignore keeps out of it), and the id of
+        the tree judged, which the child commits. SandboxViolation for a tree git would refuse to check
+        out."""
         with tempfile.TemporaryDirectory(prefix="ms-child-") as tmp:
             code = Path(tmp) / "agent"
             code.mkdir()
-            diff, paths = self.archive.workspace_change(workspace, code)
+            diff, paths, tree = self.archive.workspace_change(workspace, code)
             (log_dir / "proposal.diff").write_text(kept_diff(diff))
             verdict = check(diff, code, parent_manifest, None, self.gate, self._labels(job), paths=paths)
             if verdict.admitted:
                 verdict = self._smoke(job, code, parent_manifest)
-        return diff, verdict
+        return diff, verdict, tree
 
     def _smoke(self, job: Expand, code: Path, parent_manifest: Manifest) -> Verdict:
         """The admission gate's smoke run on ``code``, the child's files as its commit will hold them (here;

@@ -192,17 +192,31 @@ class GitArchive:
         return self._add(None, Path(source_dir), job_id, {"seed": name, **(meta or {})}, f"seed {name}")
 
     def add_child(
-        self, parent_id: str, workspace: Path, *, job_id: str, meta: Mapping[str, Any] | None = None
+        self,
+        parent_id: str,
+        workspace: Path,
+        *,
+        job_id: str,
+        meta: Mapping[str, Any] | None = None,
+        tree: str | None = None,
     ) -> Agent:
-        """A commit of ``workspace``'s full tree whose only parent is the parent agent's commit.
+        """A commit of ``workspace``'s full tree whose only parent is the parent agent's commit; ``tree``,
+        when given, is that tree as already written (``workspace_change``), committed as it is, so the
+        child is exactly what the gate judged whatever the workspace holds now.
 
         Idempotent by ``job_id``: a second call returns the first call's agent and writes nothing.
         """
         summary = str((meta or {}).get("summary") or "child")
-        return self._add(parent_id, Path(workspace), job_id, dict(meta or {}), summary)
+        return self._add(parent_id, Path(workspace), job_id, dict(meta or {}), summary, tree)
 
     def _add(
-        self, parent_id: str | None, tree_dir: Path, job_id: str, meta: dict[str, Any], message: str
+        self,
+        parent_id: str | None,
+        tree_dir: Path,
+        job_id: str,
+        meta: dict[str, Any],
+        message: str,
+        tree: str | None = None,
     ) -> Agent:
         done = self.index.agent_by_job.get(job_id)
         if done is not None:
@@ -210,7 +224,8 @@ class GitArchive:
         parent = self.get(parent_id) if parent_id is not None else None
         # Objects are content-addressed and written atomically: stage outside the lock, so concurrent
         # writers only queue for the id, the commit, the branch and the journal line.
-        tree = write_tree(self.repo, tree_dir, in_process=self._in_process())
+        if tree is None:
+            tree = write_tree(self.repo, tree_dir, in_process=self._in_process())
         with self.journal.locked():
             index = self.journal.catch_up()
             done = index.agent_by_job.get(job_id)
@@ -358,29 +373,33 @@ class GitArchive:
         not. Git never runs inside the workspace (a candidate may have rewritten its ``.git``). Bytes that
         are not UTF-8 are replaced (the diff is a record to read; the child's commit holds the files).
         SandboxViolation for a tree git would refuse to check out: the candidate's failure."""
-        base = self._checkouts.get(Path(workspace))
-        if base is None:
-            raise ArchiveError(f"{workspace}: not a live checkout of this archive")
-        tree = write_tree(self.repo, Path(workspace), in_process=self._in_process())
-        return git_bytes(self.repo, "diff", "--binary", base, tree).decode("utf-8", "replace")
+        base, tree = self._workspace_tree(workspace)
+        return self._diff(base, tree)
 
-    def workspace_change(self, workspace: Path, dest: Path) -> tuple[str, list[str]]:
+    def workspace_change(self, workspace: Path, dest: Path) -> tuple[str, list[str], str]:
         """What the gate judges of a workspace from ``checkout``: its diff (as ``workspace_diff``), every
         path that differs from the checkout's commit (both sides of renames and deletions, unquoted, as git
         lists them), and, written under ``dest`` (an empty folder), exactly the files a child commit of the
-        workspace holds (its own ``.gitignore`` applied). One tree write; git never runs in the workspace.
-        SandboxViolation for a tree git would refuse to check out: the candidate's failure."""
-        base = self._checkouts.get(Path(workspace))
-        if base is None:
-            raise ArchiveError(f"{workspace}: not a live checkout of this archive")
-        tree = write_tree(self.repo, Path(workspace), in_process=self._in_process())
-        diff = git_bytes(self.repo, "diff", "--binary", base, tree).decode("utf-8", "replace")
+        workspace holds (its own ``.gitignore`` applied), and the id of that tree, for ``add_child`` to
+        commit exactly what was judged. One tree write; git never runs in the workspace. SandboxViolation for a tree git would refuse to check out: the candidate's failure."""
+        base, tree = self._workspace_tree(workspace)
+        diff = self._diff(base, tree)
         listed = git_bytes(self.repo, "diff-tree", "-r", "-z", "--no-renames", "--name-only", base, tree)
         paths = [name.decode("utf-8", "replace") for name in listed.split(b"\0") if name]
         subprocess.run(
             ["tar", "-x", "-C", str(dest)], input=git_bytes(self.repo, "archive", tree), check=True
         )
-        return diff, paths
+        return diff, paths, tree
+
+    def _workspace_tree(self, workspace: Path) -> tuple[str, str]:
+        """The commit a live checkout started from, and the tree its workspace holds now."""
+        base = self._checkouts.get(Path(workspace))
+        if base is None:
+            raise ArchiveError(f"{workspace}: not a live checkout of this archive")
+        return base, write_tree(self.repo, Path(workspace), in_process=self._in_process())
+
+    def _diff(self, base: str, tree: str) -> str:
+        return git_bytes(self.repo, "diff", "--binary", base, tree).decode("utf-8", "replace")
 
     def read_text(self, agent_id: str, path: str) -> str:
         """A file of the agent's commit, read from git (never from a worktree a candidate could write);

@@ -51,6 +51,26 @@ def test_child_commit_has_parent_commit_and_lineage_shows_in_git(make, seed_dir:
     assert not any((archive.root / "work").iterdir())
 
 
+def test_a_child_commits_the_tree_that_was_judged(make, seed_dir: Path, git, tmp_path: Path) -> None:
+    """What the gate judged is what enters the tree: a write to the workspace after ``workspace_change``
+    (a process the proposer left behind) is not in the child's commit."""
+    archive = make()
+    seed = archive.add_seed("s", seed_dir, job_id="seed")
+    judged = tmp_path / "judged"
+    judged.mkdir()
+    with archive.checkout(seed.id) as ws:
+        (ws / "pkg" / "core.py").write_text("VALUE = 2\n")
+        diff, paths, tree = archive.workspace_change(ws, judged)
+        (ws / "pkg" / "core.py").write_text("VALUE = 'late'\n")
+        (ws / "late.py").write_text("LATE = True\n")
+        child = archive.add_child(seed.id, ws, job_id="j1", tree=tree)
+    assert paths == ["pkg/core.py"] and "+VALUE = 2" in diff
+    assert (judged / "pkg" / "core.py").read_text() == "VALUE = 2\n"
+    assert git(archive.repo, "rev-parse", f"{child.commit}^{{tree}}").strip() == tree
+    assert git(archive.repo, "show", f"{child.commit}:pkg/core.py") == "VALUE = 2\n"
+    assert "late.py" not in git(archive.repo, "ls-tree", "-r", "--name-only", child.commit).split()
+
+
 def test_a_workspace_gitignore_is_kept(make, seed_dir: Path, git) -> None:
     archive = make()
     (seed_dir / ".gitignore").write_text("build/\n")
