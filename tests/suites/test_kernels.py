@@ -311,6 +311,40 @@ def test_a_speedup_above_the_ceiling_is_flagged_not_rewarded(
     assert "speedup_above_ceiling" in result.flags and result.score == pytest.approx(0.1), result
 
 
+# 5 ms more per call while a candidate's worker is alive (looked up at most every 20 ms); a call takes ~1 ms.
+SLOWER_BESIDE_A_CANDIDATE = """rows = []
+        now = __import__("time").monotonic()
+        seen = globals().setdefault("_seen", [-1.0, False])
+        if now - seen[0] > 0.02:
+            import os
+
+            def cmdline(pid):
+                try:
+                    return open(f"/proc/{pid}/cmdline", "rb").read()
+                except OSError:
+                    return b""
+
+            found = [cmdline(p) for p in os.listdir("/proc") if p.isdigit()]
+            seen[:] = [now, any(b"worker.py" in c and b"--candidate" in c for c in found)]
+        if seen[1]:
+            __import__("time").sleep(0.005)"""
+
+
+def test_a_reference_slower_beside_the_candidate_is_timed_alone_not_flagged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reference slower while the candidate lives is what a candidate that slows it looks like, and also
+    what a machine that got faster afterwards looks like: the speedup uses the reference timed alone (the
+    candidate gains nothing), and the honest candidate is not disqualified."""
+    edit_task(tmp_path, monkeypatch, "row_softmax", "reference.py", "rows = []", SLOWER_BESIDE_A_CANDIDATE)
+    result = grade(KernelsSuite(KernelsSuite.Config(reps=9)), "row_softmax", oracle("row_softmax"), tmp_path)
+    metrics = result.metrics
+    assert result.error is None and not result.flags and result.score > 0.1, result
+    assert metrics["ref_beside_ms"] > 2 * metrics["ref_solo_ms"], metrics
+    assert metrics["ref_ms"] == metrics["ref_solo_ms"], metrics
+    assert metrics["speedup"] == pytest.approx(metrics["ref_solo_ms"] / metrics["cand_ms"]), metrics
+
+
 def test_a_broken_reference_is_the_graders_fault_not_the_candidates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
