@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import warnings
+from collections.abc import Iterator
 
 import pytest
 
@@ -28,6 +31,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("slow"):
             item.add_marker(skip)
+
+
+WATCHED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@pytest.fixture(autouse=True)
+def signals_left_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test (or a library it drives in this process) that leaves a signal's handler changed gets it put
+    back, with a warning naming it: every later subprocess would inherit an ignored SIGINT, and a server
+    started then would not stop on Ctrl-C."""
+    before = {signum: signal.getsignal(signum) for signum in WATCHED_SIGNALS}
+    yield
+    for signum, handler in before.items():
+        now = signal.getsignal(signum)
+        if now is not handler:
+            signal.signal(signum, handler)
+            warnings.warn(f"{request.node.nodeid} left {signal.Signals(signum).name} handled by {now!r}")
 
 
 @pytest.fixture(scope="session")

@@ -30,6 +30,12 @@ class Served:
     experiment_id: str
 
 
+def ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT at its default in the child, as a shell's foreground command has it, whatever this test
+    process inherited (a child started with SIGINT ignored, as background jobs are, keeps ignoring it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """`serve_ui` (what `metasearch ui` calls) in its own process, as a user would run it; Ctrl-C at the end."""
@@ -38,7 +44,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     port = free_port()
     code = f"from metasearch.tracking.ui import serve_ui; serve_ui({str(archive.root)!r}, {port})"
     proc = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ctrl_c_as_in_a_terminal,
     )
     try:
         assert proc.stdout is not None
@@ -115,6 +125,7 @@ def test_metasearch_ui_stops_its_server_on_sigterm_and_sigint(served: Served, si
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_as_in_a_terminal,
     )
     try:
         assert proc.stdout is not None
