@@ -47,7 +47,8 @@ def signals_left_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
         now = signal.getsignal(signum)
         if now is not handler:
             signal.signal(signum, handler)
-            warnings.warn(f"{request.node.nodeid} left {signal.Signals(signum).name} handled by {now!r}")
+            name = signal.Signals(signum).name
+            warnings.warn(f"{request.node.nodeid} left {name} handled by {now!r}", stacklevel=1)
 
 
 @pytest.fixture(scope="session")

@@ -311,7 +311,8 @@ def test_a_speedup_above_the_ceiling_is_flagged_not_rewarded(
     assert "speedup_above_ceiling" in result.flags and result.score == pytest.approx(0.1), result
 
 
-# 5 ms more per call while a candidate's worker is alive (looked up at most every 20 ms); a call takes ~1 ms.
+# 5 ms more per call while this grading's candidate worker is alive (looked up at most every 20 ms); a call
+# takes ~1 ms.
 SLOWER_BESIDE_A_CANDIDATE = """rows = []
         now = __import__("time").monotonic()
         seen = globals().setdefault("_seen", [-1.0, False])
@@ -324,8 +325,13 @@ SLOWER_BESIDE_A_CANDIDATE = """rows = []
                 except OSError:
                     return b""
 
+            def task_dir(cmd):
+                args = cmd.split(b"\\0")
+                return args[args.index(b"--task-dir") + 1] if b"--task-dir" in args else None
+
+            mine = task_dir(cmdline("self"))
             found = [cmdline(p) for p in os.listdir("/proc") if p.isdigit()]
-            seen[:] = [now, any(b"worker.py" in c and b"--candidate" in c for c in found)]
+            seen[:] = [now, any(b"--candidate" in c and task_dir(c) == mine for c in found if b"worker.py" in c)]
         if seen[1]:
             __import__("time").sleep(0.005)"""
 
