@@ -23,22 +23,8 @@ def docker_ready() -> str | None:
     return None
 
 
-# Files whose tests time kernels and assert on the speedups: under `pytest -n N --dist loadgroup` (what
-# `.ci/test` runs) they take turns on one worker, so two judges never time on the same CPU at once.
-KERNEL_TIMING = (
-    "tests/suites/test_kernels.py",
-    "tests/suites/test_adapters.py",
-    "tests/test_e2e_coding_agent.py",
-)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``slow`` run only when asked for (``-m slow``), not in the default run. Each file's
-    tests stay on one worker when the run is spread over several (module fixtures are set up once), and
-    the kernel-timing files share one."""
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group("kernel-timing" if path in KERNEL_TIMING else path))
+    """Tests marked ``slow`` run only when asked for (``-m slow``), not in the default run."""
     if "slow" in (config.getoption("-m") or ""):
         return
     skip = pytest.mark.skip(reason="slow: run with -m slow")

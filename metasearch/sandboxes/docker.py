@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -50,6 +51,7 @@ from metasearch.sandboxes.protocol import DEFAULT_LIMITS, ExecResult, ResolvedLi
 log = logging.getLogger(__name__)
 
 LABEL_STUDY = "metasearch.study"
+REMOVE_WAIT_S = 60.0  # for a removal the engine already began (auto_remove) to finish
 LABEL_STUDY_ID = "metasearch.study_id"
 LABEL_JOB = "metasearch.job"
 LABEL_OWNER = "metasearch"
@@ -295,10 +297,27 @@ class DockerSandbox:
             container.remove(force=True)
         except Exception as exc:  # already gone, or the daemon went away: the next sweep gets it
             if "already in progress" in str(exc):  # the engine's auto_remove: wait for it, as remove does
-                with contextlib.suppress(Exception):
-                    container.wait(condition="removed", timeout=60)
+                self._wait_removed(container, REMOVE_WAIT_S)
             elif "No such container" not in str(exc):
                 log.warning("could not remove container %s: %s", getattr(container, "short_id", "?"), exc)
+
+    def _wait_removed(self, container: Any, timeout_s: float) -> None:
+        """Until the engine no longer lists the container (its ``wait`` for "removed" can return while the
+        removal is still in progress), or ``timeout_s``; the next sweep gets what outlives it."""
+        import docker
+
+        deadline = time.monotonic() + timeout_s
+        with contextlib.suppress(Exception):
+            container.wait(condition="removed", timeout=timeout_s)
+        while time.monotonic() < deadline:
+            try:
+                self.client.containers.get(container.id)
+            except docker.errors.NotFound:
+                return
+            except Exception:  # the daemon went away: nothing more to learn here
+                return
+            time.sleep(0.1)
+        log.warning("container %s still listed %g s after its removal began", container.short_id, timeout_s)
 
 
 class DockerSession:

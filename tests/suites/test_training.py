@@ -187,7 +187,9 @@ def test_a_good_recipe_beats_a_bad_one_by_a_wide_margin_on_every_task_and_seed(
     monkeypatch.syspath_prepend(str(TRAINER))
     from trainer.solve import load_knobs, train  # the seed agent, in-process to keep this fast
 
-    suite = TrainingSuite()
+    # a budget no run reaches: the recipes are compared, not how busy the machine is (training stops at
+    # the budget, and a machine running other tests can halve the epochs)
+    suite = TrainingSuite(TrainingSuite.Config(time_budget_s=3600))
     margins = []
     for task_id in DEFAULT_TASKS:
         name = task_id.split("/")[1]
