@@ -381,7 +381,8 @@ class GitArchive:
         path that differs from the checkout's commit (both sides of renames and deletions, unquoted, as git
         lists them), and, written under ``dest`` (an empty folder), exactly the files a child commit of the
         workspace holds (its own ``.gitignore`` applied), and the id of that tree, for ``add_child`` to
-        commit exactly what was judged. One tree write; git never runs in the workspace. SandboxViolation for a tree git would refuse to check out: the candidate's failure."""
+        commit exactly what was judged. One tree write; git never runs in the workspace. SandboxViolation
+        for a tree git would refuse to check out: the candidate's failure."""
         base, tree = self._workspace_tree(workspace)
         diff = self._diff(base, tree)
         listed = git_bytes(self.repo, "diff-tree", "-r", "-z", "--no-renames", "--name-only", base, tree)

@@ -51,10 +51,10 @@ from metasearch.sandboxes.protocol import DEFAULT_LIMITS, ExecResult, ResolvedLi
 log = logging.getLogger(__name__)
 
 LABEL_STUDY = "metasearch.study"
-REMOVE_WAIT_S = 60.0  # for a removal the engine already began (auto_remove) to finish
 LABEL_STUDY_ID = "metasearch.study_id"
 LABEL_JOB = "metasearch.job"
 LABEL_OWNER = "metasearch"
+REMOVE_WAIT_S = 60.0  # for a removal the engine already began (auto_remove) to finish
 FULL_BYTES = 1 << 20  # less free space than this in a disk area after a run: the candidate filled it
 
 
