@@ -420,6 +420,51 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
         ),
         "no gain",
     ),
+    # computes every call as its inputs arrive, in a thread that has ended before the command answers: the
+    # CPU of a thread that is gone is not in any of the process's threads the judge can list
+    "done_in_a_thread_that_ends": (
+        "row_softmax",
+        _module(
+            "row_softmax",
+            _SOFTMAX,
+            prelude=(
+                _WORKER + "_ahead = {}\n\n"
+                "def _early(self, op, msg):\n"
+                "    if op == 'run' and 'out' in _ahead:\n"
+                "        self.outputs = _ahead.pop('out')\n"
+                "        return {'ok': True}\n"
+                "    answer = _handle(self, op, msg)\n"
+                "    if op == 'inputs':\n"
+                "        def work():\n"
+                "            with torch.no_grad():\n"
+                "                _ahead['out'] = [self.model(*inputs) for inputs in self.slots]\n"
+                "        thread = threading.Thread(target=work)\n"
+                "        thread.start()\n"
+                "        thread.join()\n"
+                "    return answer\n\n"
+                "_W.handle = _early\n"
+            ),
+        ),
+        "work_outside_timing",
+    ),
+    # computes in place in its inputs (no new memory to fill) in the timed rounds only: the checks before
+    # and after timing build their own models, and those compute honestly
+    "inputs_written_while_timed": (
+        "gelu_bias_scale",
+        HEADER + "_BUILT = [0]\n\n\n"
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self, dim=256):\n"
+        "        super().__init__()\n"
+        "        self.bias = nn.Parameter(torch.randn(dim))\n"
+        "        self.scale = nn.Parameter(torch.randn(dim))\n"
+        "        _BUILT[0] += 1\n"
+        "        self.timed = _BUILT[0] == 3  # the default shape, then one more shape set, then the timing\n\n"
+        "    def forward(self, x):\n"
+        "        if not self.timed:\n"
+        "            return F.gelu(x + self.bias, approximate='tanh') * self.scale\n"
+        "        return torch._C._nn.gelu_(x.add_(self.bias), approximate='tanh').mul_(self.scale)\n",
+        "modified_inputs",
+    ),
 }
 
 # Attacks that only a container can stop (the local sandbox runs them as the same user, often root):

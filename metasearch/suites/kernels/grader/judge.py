@@ -14,7 +14,8 @@ candidate's. The judge draws the secret seeds and then:
    both workers (on a GPU each worker draws them itself, on the device, from seeds it learns only when
    asked). Rounds alternate the two workers in ABBA order. After the timed command the worker sends every
    output of the batch and the judge compares them with the reference's (``stale_output``: skipped,
-   cached or asynchronous work); on a GPU it must first answer a digest of every output's bytes under a
+   cached or asynchronous work), and every input set as the calls left it, which must be the reference's
+   worker's byte for byte (``modified_inputs``: inputs used as scratch space while timed only); on a GPU it must first answer a digest of every output's bytes under a
    fresh key, which the outputs it sends must match (work left running past the digest). Work the
    candidate's worker moves out of the timed command into the untimed ones around it (receiving or
    drawing inputs, the digest, sending outputs) is charged to every call: the median over pairs of rounds
@@ -65,9 +66,12 @@ FULL_CREDIT_SPEEDUP = 10.0
 MIN_GAIN = 1.05  # the CI's lower end must clear this to count as faster: timing noise is not a speedup
 TARGET_BATCH_S = 0.005  # a timed command lasts at least this long: the round trip is then ~1% of it
 MAX_BATCH = 1000
-# The inputs and outputs of one batch stay within a cache's size, so that each call finds its inputs as warm
-# as a call right after they were made (a batch of cold inputs would time memory, not the kernel).
-BATCH_BYTES = {"cpu": 1 << 20, "cuda": 32 << 20}
+# The inputs and outputs of one batch stay within the last-level cache, so that each call finds its inputs
+# about as warm as a call right after they were made (a batch of cold inputs would time memory, not the
+# kernel). On a CPU not within one core's own cache: a batch that small holds one call of a kernel whose
+# inputs are half a megabyte, and one call per timed command pays the command's own cost (waking the
+# worker, its code evicted by the other worker's round) in full: a fast honest kernel measured 2-4x slower.
+BATCH_BYTES = {"cpu": 8 << 20, "cuda": 32 << 20}
 MIN_CANDIDATE_S = 0.02  # more rounds when the candidate's batches are short
 MAX_REFERENCE_BATCH_S = (
     0.05  # a batch sized for a fast candidate stops growing when the reference's is this long
@@ -226,7 +230,9 @@ class Session:
             model = shared.make_model(self.reference, self.reference.Model, self.device, model_seed, {})
             inputs = shared.make_inputs(self.reference, self.device, _seed(), {})
             self.out_bytes = shared.as_array(shared.call(model, inputs)).nbytes
-        size = self.out_bytes + sum(x.numel() * x.element_size() for x in inputs if hasattr(x, "numel"))
+        self.in_bytes = sum(x.numel() * x.element_size() for x in inputs if hasattr(x, "numel"))
+        self.tensors_per_set = sum(hasattr(x, "numel") for x in inputs)
+        size = self.out_bytes + self.in_bytes
         self._ask(self.ref, "inputs", **self._batch(0))  # a run of no calls: the cost of the command itself
         self.overhead = typical([self._ask(self.ref, "run", "empty")[1] for _ in range(EMPTY_TRIPS)])
         largest = max(1, min(MAX_BATCH, BATCH_BYTES.get(self.device.type, 1 << 20) // max(size, 1)))
@@ -244,13 +250,19 @@ class Session:
         for rep in range(reps):
             batch = self._batch(n)
             for worker in self.workers if rep % 2 == 0 else self.workers[::-1]:
-                rounds[worker].append(self._round(worker, batch, "timed"))
-            for got, want in zip(rounds[self.cand][-1].outputs, rounds[self.ref][-1].outputs, strict=True):
+                rounds[worker].append(self._round(worker, batch, "timed", inputs=True))
+            cand, ref = rounds[self.cand][-1], rounds[self.ref][-1]
+            for got, want in zip(cand.outputs, ref.outputs, strict=True):
                 problem = self._compare(got, want)
                 if problem:
                     raise CandidateFailed(f"incorrect on a timed call: {problem}", ["stale_output"])
+            if not all(map(_same_array, cand.inputs, ref.inputs)):
+                raise CandidateFailed(
+                    "the candidate wrote into its inputs on a timed call", ["modified_inputs"]
+                )
             for worker in self.workers:
                 rounds[worker][-1].outputs.clear()
+                rounds[worker][-1].inputs.clear()
         return Timing(reps, n, rounds[self.ref], rounds[self.cand])
 
     def _calibrate(self, worker: Worker, largest: int) -> float:
@@ -275,10 +287,10 @@ class Session:
             spec, data = shared.pack(inputs)
         return {"slots": spec, "payload": data}
 
-    def _round(self, worker: Worker, batch: dict[str, Any], kind: str) -> Round:
-        """Send one batch of input sets, run them in one timed command, fetch every output; with drawn
-        inputs, have the worker prove first what the timed command made (a digest of every output's bytes,
-        under a key it learns only then).
+    def _round(self, worker: Worker, batch: dict[str, Any], kind: str, *, inputs: bool = False) -> Round:
+        """Send one batch of input sets, run them in one timed command, fetch every output (and, with
+        ``inputs``, every input set as the calls left it); with drawn inputs, have the worker prove first
+        what the timed command made (a digest of every output's bytes, under a key it learns only then).
 
         Work moved out of the timed command into the untimed ones around it is charged: by the CPU
         seconds they took (the kernel's count, which waiting for a busy machine does not inflate), and on
@@ -300,11 +312,16 @@ class Session:
             proof = self._ask(worker, "digest", key=key)[0] if key is not None else {}
             untimed += clock() - start
             start = cpu()
-            answer, _ = self._ask(worker, "fetch", slots=list(range(n)), limit=self.out_bytes * n)
+            limit = (self.out_bytes + (self.in_bytes if inputs else 0)) * n
+            answer, _ = self._ask(worker, "fetch", slots=list(range(n)), inputs=inputs, limit=limit)
             untimed += cpu() - start
-        outputs = answer.get("arrays", [])
-        if len(outputs) != n:
-            raise CandidateFailed(f"the worker sent {len(outputs)} outputs for {n} calls")
+        arrays = answer.get("arrays", [])
+        if len(arrays) != n * (1 + (self.tensors_per_set if inputs else 0)):
+            what = " and their inputs" if inputs else ""
+            raise CandidateFailed(
+                f"the worker sent {len(arrays)} arrays, not the outputs for {n} calls{what}"
+            )
+        outputs, sent = arrays[:n], arrays[n:]
         if key is not None and str(proof.get("digest")) != str(self._digest(outputs, key)):
             if worker is self.ref:
                 raise GraderFailed("the reference's worker sent outputs that differ from its digest")
@@ -313,7 +330,7 @@ class Session:
                 "past it, or outputs changed afterwards)",
                 ["stale_output"],
             )
-        return Round(max(wall - self.overhead, 1e-9) / n, untimed / n, outputs)
+        return Round(max(wall - self.overhead, 1e-9) / n, untimed / n, outputs, sent)
 
     def _digest(self, arrays: list[Any], key: int) -> int:
         """The digest of the outputs as sent, computed as the worker computes it, on the same device."""
@@ -462,7 +479,15 @@ def _reference_fault() -> Iterator[None]:
         raise GraderFailed(f"the reference failed in the judge: {type(exc).__name__}: {exc}") from exc
 
 
-def _same_bytes(array: Any, data: bytearray, offset: int, size: int) -> bool:
+def _same_array(got: Any, want: Any) -> bool:
+    """Whether two arrays hold the same bytes in the same shape (the candidate's inputs after its calls and
+    the reference's after its own, on the very same input sets)."""
+    return bool(
+        got.shape == want.shape and got.dtype == want.dtype and _same_bytes(got, want, 0, want.nbytes)
+    )
+
+
+def _same_bytes(array: Any, data: Any, offset: int, size: int) -> bool:
     """Whether ``array`` holds exactly the ``size`` bytes at ``offset`` of ``data``, a slice at a time."""
     import numpy as np
 

@@ -13,11 +13,12 @@ TYPICAL_QUANTILE = 0.2
 @dataclass
 class Round:
     """One timed command as the judge saw it: seconds per call, seconds per call of the untimed commands
-    around it, and the outputs it sent."""
+    around it, the outputs it sent and the inputs as its calls left them (when fetched)."""
 
     call: float
     untimed: float
     outputs: list[Any]
+    inputs: list[Any]
 
 
 @dataclass(frozen=True)
