@@ -116,6 +116,70 @@ def _signal_reference(name: str) -> str:
     return _module("row_softmax", _SOFTMAX, prelude=prelude, before_return="        _count()\n")
 
 
+# The reference's own slow row loop, run by a helper process forked at import, on inputs the worker
+# receives straight into memory both share, while they arrive; the timed command spins about as long as
+# what the charge between commands finds (outside a container it reads the worker process alone), so that
+# most of the time is not charged time. Scored 1.0 at speedup 14.5, no flag, before other processes' CPU
+# while timed was counted.
+_HELPER_PROCESS = (
+    "import mmap, os, struct, sys, time\n"
+    "\n"
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "\n"
+    "_W = sys.modules['__main__'].Worker\n"
+    "_handle = _W.handle\n"
+    "_shared = sys.modules['shared']\n"
+    "_MEM = mmap.mmap(-1, 64 << 20)  # shared with the helper forked below: inputs are received into it\n"
+    "_OUT = 32 << 20\n"
+    "_TO, _BACK = os.pipe(), os.pipe()\n"
+    "if os.fork() == 0:  # the helper: computes whatever the worker received, where it lies\n"
+    "    os.close(_TO[1])\n"
+    "    while True:\n"
+    "        head = os.read(_TO[0], 24)\n"
+    "        if not head:  # the worker is gone\n"
+    "            os._exit(0)\n"
+    "        n, rows, cols = struct.unpack('3q', head)\n"
+    "        starts = struct.unpack(f'{n}q', os.read(_TO[0], 8 * n))\n"
+    "        out = torch.frombuffer(_MEM, dtype=torch.float32, count=n * rows * cols, offset=_OUT).view(n, rows, cols)\n"
+    "        for i, start in enumerate(starts):\n"
+    "            x = torch.frombuffer(_MEM, dtype=torch.float32, count=rows * cols, offset=start).view(rows, cols)\n"
+    "            for r in range(rows):\n"
+    "                row = x[r] - x[r].max()\n"
+    "                out[i, r] = row.exp() / row.exp().sum()\n"
+    "        os.write(_BACK[1], b'.')\n"
+    "_BASE = torch.frombuffer(_MEM, dtype=torch.uint8, count=1).data_ptr()\n"
+    "_shared.receive_buffer = lambda size: torch.frombuffer(_MEM, dtype=torch.uint8, count=max(size, 1))[:size]\n"
+    "_ahead = {}\n"
+    "\n"
+    "\n"
+    "def _early(self, op, msg):\n"
+    "    if op == 'run' and 'out' in _ahead:\n"
+    "        self.outputs = _ahead.pop('out')\n"
+    "        start = time.perf_counter()  # 50 us a call in the timed command, as much as the charge or more\n"
+    "        while time.perf_counter() - start < 5e-5 * len(self.outputs):\n"
+    "            pass\n"
+    "        return {'ok': True}\n"
+    "    answer = _handle(self, op, msg)\n"
+    "    if op == 'inputs' and self.slots and self.slots[0][0].data_ptr() - _BASE < _OUT:\n"
+    "        n, (rows, cols) = len(self.slots), self.slots[0][0].shape\n"
+    "        starts = [x.data_ptr() - _BASE for (x,) in self.slots]\n"
+    "        os.write(_TO[1], struct.pack(f'3q{n}q', n, rows, cols, *starts))\n"
+    "        os.read(_BACK[0], 1)\n"
+    "        out = torch.frombuffer(_MEM, dtype=torch.float32, count=n * rows * cols, offset=_OUT)\n"
+    "        _ahead['out'] = list(out.view(n, rows, cols))\n"
+    "    return answer\n"
+    "\n"
+    "\n"
+    "_W.handle = _early\n"
+    "\n"
+    "\n"
+    "class ModelNew(nn.Module):\n"
+    "    def forward(self, x):\n"
+    "        return torch.stack([(r - r.max()).exp() / (r - r.max()).exp().sum() for r in x])\n"
+)
+
+
 # name -> (task, candidate source, what must catch it): a flag or an error fragment (and the score is 0), or
 # "no gain" (it scores no higher than the honest oracle, and its speedup is not above the oracle's).
 EXPLOITS: dict[str, tuple[str, str, str]] = {
@@ -447,6 +511,8 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
         ),
         "work_outside_timing",
     ),
+    # a slow solution whose work a helper process does while the inputs arrive
+    "done_by_a_helper_process": ("row_softmax", _HELPER_PROCESS, "work_outside_timing"),
     # computes in place in its inputs (no new memory to fill) in the timed rounds only: the checks before
     # and after timing build their own models, and those compute honestly
     "inputs_written_while_timed": (

@@ -15,8 +15,9 @@ candidate's. The judge draws the secret seeds and then:
    asked). Rounds alternate the two workers in ABBA order. After the timed command the worker sends every
    output of the batch and the judge compares them with the reference's (``stale_output``: skipped,
    cached or asynchronous work), and every input set as the calls left it, which must be the reference's
-   worker's byte for byte (``modified_inputs``: inputs used as scratch space while timed only); on a GPU it must first answer a digest of every output's bytes under a
-   fresh key, which the outputs it sends must match (work left running past the digest). Work the
+   worker's byte for byte (``modified_inputs``: inputs used as scratch space while timed only); on a GPU
+   it must first answer a digest of every output's bytes under a fresh key, which the outputs it sends
+   must match (work left running past the digest). Work the
    candidate's worker moves out of the timed command into the untimed ones around it (receiving or
    drawing inputs, the digest, sending outputs) is charged to every call: the median over pairs of rounds
    of what those commands took beyond what the reference's worker needed for the very same commands in
@@ -82,6 +83,7 @@ MIN_ROUNDS = 10  # whatever the configured repetitions: a low quantile of fewer 
 EMPTY_TRIPS = 25
 UNDISTURBED = 1.25  # up to this much slower is noise; beyond it the speedup uses the reference timed alone
 OUTSIDE_CPU = (0.05, 0.05)  # allowed CPU outside the candidate's commands: fraction of their wall, plus s
+HELPER_CPU = (0.05, 0.01)  # allowed CPU of other processes of the candidate's while timed: fraction, plus s
 DISQUALIFYING = (
     "modified_inputs", "tampered_timer", "tampered_runtime", "called_reference", "multithreaded",
     "stale_output", "work_outside_timing", "reference_disturbed",
@@ -247,6 +249,7 @@ class Session:
         )
         reps = min(MAX_REPS, reps)
         rounds: dict[Worker, list[Round]] = {w: [] for w in self.workers}
+        helpers = self.cpu.helpers()
         for rep in range(reps):
             batch = self._batch(n)
             for worker in self.workers if rep % 2 == 0 else self.workers[::-1]:
@@ -263,6 +266,7 @@ class Session:
             for worker in self.workers:
                 rounds[worker][-1].outputs.clear()
                 rounds[worker][-1].inputs.clear()
+        self.helper_cpu = self.cpu.helpers() - helpers
         return Timing(reps, n, rounds[self.ref], rounds[self.cand])
 
     def _calibrate(self, worker: Worker, largest: int) -> float:
@@ -446,6 +450,11 @@ class Session:
             and "work_outside_timing" not in flags
         ):
             flags.append("work_outside_timing")
+        # work handed to another process of the candidate's while it was timed (outside a container the
+        # charge between commands reads the worker process alone): no kernel needs one
+        timed = timing.n * sum(c.call for c in timing.cand)
+        if self.helper_cpu > HELPER_CPU[1] + HELPER_CPU[0] * timed and "work_outside_timing" not in flags:
+            flags.append("work_outside_timing")
         if cand.cpu_inside > 1.25 * cand.wall_inside + 0.05 and "multithreaded" not in flags:
             flags.append("multithreaded")
         beside, solo_s = typical(ref_calls), typical(solo)
@@ -460,7 +469,7 @@ class Session:
             "correct": 1.0, "speedup": speedup, "ci_low": lo, "ci_high": hi, "ref_ms": ref_s * 1000,
             "cand_ms": cand_s * 1000, "ref_beside_ms": beside * 1000, "ref_solo_ms": solo_s * 1000, "charged_ms": charged * 1000,
             "rounds_ms": own * 1000,
-            "outside_cpu_ms": outside * 1000, "overhead_us": self.overhead * 1e6, "batch": float(timing.n),
+            "outside_cpu_ms": outside * 1000, "helper_cpu_ms": self.helper_cpu * 1000, "overhead_us": self.overhead * 1e6, "batch": float(timing.n),
             "reps": float(timing.reps), "fast_0": float(not flags), "fast_1": float(faster and speedup > 1.0),
             "fast_2": float(faster and speedup > 2.0),
         }  # fmt: skip

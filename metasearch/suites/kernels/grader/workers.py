@@ -243,6 +243,12 @@ class Accounting:
         then shows in ``candidate``, read around whole stretches of commands)."""
         return self.candidate() if self.source else process_cpu(self.candidate_pid)
 
+    def helpers(self) -> float:
+        """CPU seconds of the candidate's processes other than its worker (live ones, and those they
+        reaped). In a container 0: the count read between commands (``quick``) covers them already;
+        elsewhere that count reads the worker process alone."""
+        return 0.0 if self.source else _tree_cpu(self.candidate_pid) - process_cpu(self.candidate_pid)
+
     def candidate(self) -> float:
         if self.source:  # the container's whole usage less the judge's and the reference worker's
             own = resource.getrusage(resource.RUSAGE_SELF)
