@@ -5,7 +5,8 @@ source for both sides) through ``KernelsSuite.grade`` in a local sandbox, once w
 and once with the suite of ``REF`` (checked out into a temporary git worktree). Each grading runs in a
 fresh Python process. The two sides alternate task by task and swap who goes first every run, so a machine
 that drifts in speed moves both alike. Prints one table: per task, the median speedup and its range on each
-side, the ratio of the medians (now / then) and the scores seen. A speedup on a CPU moves between runs of
+side and in a plain in-process timing of the same source (no defences: an anchor for both), the ratios
+of the medians and the scores seen. A speedup on a CPU moves between runs of
 the same code (the reference's own speed has modes on a shared machine), so read the ranges before the
 ratio, and give it ten runs or more.
 """
@@ -33,12 +34,13 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from metasearch.suites.kernels import KernelsSuite
 from metasearch.sandboxes.local import LocalSandbox
-art = Path(tempfile.mkdtemp(prefix="ms-bench-oracle-"))
-art.chmod(0o755)
-(art / "solution.py").write_text(sys.stdin.read())
-(art / "solution.py").chmod(0o644)
-suite = KernelsSuite(KernelsSuite.Config(reps=int(sys.argv[3])))
-r = suite.grade(f"kernels/{sys.argv[2]}", art, LocalSandbox())
+with tempfile.TemporaryDirectory(prefix="ms-bench-oracle-") as tmp:
+    art = Path(tmp)
+    art.chmod(0o755)
+    (art / "solution.py").write_text(sys.stdin.read())
+    (art / "solution.py").chmod(0o644)
+    suite = KernelsSuite(KernelsSuite.Config(reps=int(sys.argv[3])))
+    r = suite.grade(f"kernels/{sys.argv[2]}", art, LocalSandbox())
 keys = ("speedup", "ref_ms", "cand_ms", "batch")
 print(json.dumps({"score": r.score, "flags": list(r.flags), "error": r.error,
                   **{k: r.metrics[k] for k in keys if k in r.metrics}}))
@@ -58,9 +60,11 @@ def load(name, path):
     spec.loader.exec_module(module)
     return module
 reference = load("reference", sys.argv[1])
-path = Path(tempfile.mkdtemp(prefix="ms-bench-plain-")) / "solution.py"
-path.write_text(sys.stdin.read())
-models = [reference.Model(*reference.get_init_inputs()), load("solution", path).ModelNew(*reference.get_init_inputs())]
+with tempfile.TemporaryDirectory(prefix="ms-bench-plain-") as tmp:
+    path = Path(tmp) / "solution.py"
+    path.write_text(sys.stdin.read())
+    solution = load("solution", path)
+models = [reference.Model(*reference.get_init_inputs()), solution.ModelNew(*reference.get_init_inputs())]
 def once(model):
     inputs = reference.get_inputs()
     with torch.no_grad():
@@ -156,19 +160,19 @@ def run(argv: list[str]) -> int:
                     sides = [("now", ROOT), ("then", then)]
                     if (run_no + n) % 2:
                         sides.reverse()
-                    for name, checkout in sides:
-                        r = _grade(checkout, task, sources[task], args.reps)
+                    graded = [
+                        (name, _grade(checkout, task, sources[task], args.reps)) for name, checkout in sides
+                    ]
+                    graded.append(
+                        ("plain", {"speedup": _plain(task, sources[task]), "score": 0.0, "flags": []})
+                    )
+                    for name, r in graded:
                         results.setdefault((task, name), []).append(r)
-                        line = {"run": run_no, "task": task, "side": name, **r}
-                        print(json.dumps(line), file=sys.stderr, flush=True)
+                        line = json.dumps({"run": run_no, "task": task, "side": name, **r})
+                        print(line, file=sys.stderr, flush=True)  # progress
                         if args.jsonl:
                             with args.jsonl.open("a") as fh:
-                                fh.write(json.dumps(line) + "\n")
-                    plain = {"speedup": _plain(task, sources[task]), "score": 0.0, "flags": []}
-                    results.setdefault((task, "plain"), []).append(plain)
-                    print(
-                        json.dumps({"run": run_no, "task": task, "side": "plain", **plain}), file=sys.stderr
-                    )
+                                fh.write(line + "\n")
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(then)], check=False)
     rows = []

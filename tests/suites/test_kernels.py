@@ -4,7 +4,10 @@ faster. Grading runs ``score.py`` in a real sandbox, as the runner does."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -456,3 +459,25 @@ def test_the_flagship_config_benchmarks_at_least_8_kernels_tasks_on_the_gpu() ->
     if not cuda_available():  # a CPU-only machine: the dry run's readiness check names what is missing
         with pytest.raises(ConfigError, match="CUDA"):
             suite.needs()
+
+
+def test_the_oracles_benchmark_grades_both_sides_and_times_them_plainly(tmp_path: Path) -> None:
+    """`metasearch bench oracles` grades the oracle with this checkout and with another commit (here the
+    same one, checked out into a worktree), times it plainly beside them, and prints the table."""
+    log = tmp_path / "gradings.jsonl"
+    args = ["bench", "oracles", "--against", "HEAD", "--runs", "1", "--tasks", "add_control", "--reps", "3"]
+    done = subprocess.run(
+        [sys.executable, "-m", "metasearch.cli", *args, "--jsonl", str(log)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted(r["side"] for r in rows) == ["now", "plain", "then"]
+    for row in rows:
+        assert 0.5 < row["speedup"] < 2.0, row  # the control: the oracle is the reference's own code
+        if row["side"] != "plain":
+            assert row["score"] == 0.1 and not row["flags"], row
+    assert "add_control" in done.stdout and "now / plain" in done.stdout

@@ -14,8 +14,9 @@ candidate's. The judge draws the secret seeds and then:
    both workers (on a GPU each worker draws them itself, on the device, from seeds it learns only when
    asked). Rounds alternate the two workers in ABBA order. After the timed command the worker sends every
    output of the batch and the judge compares them with the reference's (``stale_output``: skipped,
-   cached or asynchronous work), and every input set as the calls left it, which must be the reference's
-   worker's byte for byte (``modified_inputs``: inputs used as scratch space while timed only); on a GPU
+   cached or asynchronous work), and in a quarter of the rounds (at least three, drawn in secret) every
+   input set as the calls left it, which must be the reference's worker's byte for byte
+   (``modified_inputs``: inputs used as scratch space while timed only); on a GPU
    it must first answer a digest of every output's bytes under a fresh key, which the outputs it sends
    must match (work left running past the digest). Work the
    candidate's worker moves out of the timed command into the untimed ones around it (receiving or
@@ -72,13 +73,14 @@ MAX_BATCH = 1000
 # kernel). On a CPU not within one core's own cache: a batch that small holds one call of a kernel whose
 # inputs are half a megabyte, and one call per timed command pays the command's own cost (waking the
 # worker, its code evicted by the other worker's round) in full: a fast honest kernel measured 2-4x slower.
-BATCH_BYTES = {"cpu": 8 << 20, "cuda": 32 << 20}
+BATCH_BYTES = {"cpu": 4 << 20, "cuda": 32 << 20}
 MIN_CANDIDATE_S = 0.02  # more rounds when the candidate's batches are short
 MAX_REFERENCE_BATCH_S = (
     0.05  # a batch sized for a fast candidate stops growing when the reference's is this long
 )
 MIN_TIMED_S = 0.05  # at least this much reference time is measured (more rounds for fast kernels)
 MAX_REPS = 100
+INPUT_CHECKS = 3  # timed rounds (at least) whose inputs come back to be compared
 MIN_ROUNDS = 10  # whatever the configured repetitions: a low quantile of fewer rounds is one lucky call
 EMPTY_TRIPS = 25
 UNDISTURBED = 1.25  # up to this much slower is noise; beyond it the speedup uses the reference timed alone
@@ -250,10 +252,13 @@ class Session:
         reps = min(MAX_REPS, reps)
         rounds: dict[Worker, list[Round]] = {w: [] for w in self.workers}
         helpers = self.cpu.helpers()
+        # the rounds whose inputs come back, drawn in secret: every round's would add their transfer to
+        # the untimed commands, whose noise the charge then reads (a writer caught in any of these rounds)
+        checked = set(secrets.SystemRandom().sample(range(reps), max(INPUT_CHECKS, reps // 4)))
         for rep in range(reps):
             batch = self._batch(n)
             for worker in self.workers if rep % 2 == 0 else self.workers[::-1]:
-                rounds[worker].append(self._round(worker, batch, "timed", inputs=True))
+                rounds[worker].append(self._round(worker, batch, "timed", inputs=rep in checked))
             cand, ref = rounds[self.cand][-1], rounds[self.ref][-1]
             for got, want in zip(cand.outputs, ref.outputs, strict=True):
                 problem = self._compare(got, want)
