@@ -410,22 +410,26 @@ class Session:
 
     # -- after timing ------------------------------------------------------------------------------
 
+    def _flag(self, name: str) -> None:
+        """Record a flag once, however many checks find it."""
+        if name not in self.flags:
+            self.flags.append(name)
+
     def _audit(self, report: dict[str, Any]) -> None:
         self.changed = [str(c) for c in report.get("changed") or []]
         if any(c.startswith(TIMERS) for c in self.changed):
-            self.flags.append("tampered_timer")
+            self._flag("tampered_timer")
         if any(not c.startswith(TIMERS) for c in self.changed):
-            self.flags.append("tampered_runtime")
+            self._flag("tampered_runtime")
         if report.get("reference_calls"):
-            self.flags.append("called_reference")
+            self._flag("called_reference")
         if report.get("threads_changed"):
-            self.flags.append("multithreaded")
+            self._flag("multithreaded")
 
     def _resume_reference(self) -> None:
         """The reference's worker is slow to answer: if a signal stopped it, that was the candidate."""
         if stopped(self.ref.proc.pid):
-            if "reference_disturbed" not in self.flags:
-                self.flags.append("reference_disturbed")
+            self._flag("reference_disturbed")
             os.kill(self.ref.proc.pid, signal.SIGCONT)
 
     def _stop_candidate(self) -> None:
@@ -440,7 +444,7 @@ class Session:
         if os.sched_getaffinity(pid) != os.sched_getaffinity(0) or os.getpriority(
             os.PRIO_PROCESS, pid
         ) != os.getpriority(os.PRIO_PROCESS, 0):
-            self.flags.append("reference_disturbed")
+            self._flag("reference_disturbed")
             os.sched_setaffinity(pid, os.sched_getaffinity(0))
 
     def _verdict(self, timing: Timing, solo: list[float], cpu_total: float) -> dict[str, Any]:
@@ -448,26 +452,23 @@ class Session:
         ref_calls = [r.call for r in timing.ref]
         cand_s, charged, own = charged_time(timing.cand, timing.ref)
         if cand_s - typical([c.call for c in timing.cand]) > 0.5 * cand_s:
-            flags.append("work_outside_timing")
+            self._flag("work_outside_timing")
         outside = cpu_total - cand.cpu_inside
-        if (
-            outside > OUTSIDE_CPU[1] + OUTSIDE_CPU[0] * cand.wall_inside
-            and "work_outside_timing" not in flags
-        ):
-            flags.append("work_outside_timing")
+        if outside > OUTSIDE_CPU[1] + OUTSIDE_CPU[0] * cand.wall_inside:
+            self._flag("work_outside_timing")
         # work handed to another process of the candidate's while it was timed (outside a container the
         # charge between commands reads the worker process alone): no kernel needs one
         timed = timing.n * sum(c.call for c in timing.cand)
-        if self.helper_cpu > HELPER_CPU[1] + HELPER_CPU[0] * timed and "work_outside_timing" not in flags:
-            flags.append("work_outside_timing")
-        if cand.cpu_inside > 1.25 * cand.wall_inside + 0.05 and "multithreaded" not in flags:
-            flags.append("multithreaded")
+        if self.helper_cpu > HELPER_CPU[1] + HELPER_CPU[0] * timed:
+            self._flag("work_outside_timing")
+        if cand.cpu_inside > 1.25 * cand.wall_inside + 0.05:
+            self._flag("multithreaded")
         beside, solo_s = typical(ref_calls), typical(solo)
         ref_s = beside if beside <= UNDISTURBED * solo_s else solo_s
         speedup = ref_s / max(cand_s, 1e-12)
         lo, hi = bootstrap(timing, ref_s / beside)
         if speedup > float(self.task.get("ceiling", 1000.0)):
-            flags.append("speedup_above_ceiling")
+            self._flag("speedup_above_ceiling")
         score = score_from(True, speedup, lo, flags)
         faster = score > 0.1
         metrics = {
