@@ -159,7 +159,8 @@ class Session:
         self._read(self.ref)
         self._read(self.cand)
         self.cpu = Accounting(self.args.accounting, self.cand.proc.pid, self.ref.proc.pid)
-        self.cand.cpu = self.cpu
+        self.cand.counter, self.ref.counter = self.cpu.candidate, self.cpu.reference
+        self.cand.after = self._check_priority
 
     def close(self) -> None:
         for worker in self.workers:
@@ -401,12 +402,16 @@ class Session:
             raise GraderFailed(f"the reference failed: {answer['error']}")
         if "error" in answer:
             raise CandidateFailed(str(answer["error"]))
-        if worker is not self.ref and OOM_SETTABLE and oom_priority(worker.proc.pid) != OOM_FIRST:
+        return answer
+
+    def _check_priority(self) -> None:
+        """After each stretch of commands to the candidate's worker (not between two of them: the judge's
+        work there would cool the worker's caches, and the reference's worker has none)."""
+        if OOM_SETTABLE and oom_priority(self.cand.proc.pid) != OOM_FIRST:
             # with it lowered, running out of memory could end the judge instead of the candidate
             raise CandidateFailed(
                 "the candidate lowered its worker's out-of-memory priority", ["tampered_runtime"]
             )
-        return answer
 
     # -- after timing ------------------------------------------------------------------------------
 

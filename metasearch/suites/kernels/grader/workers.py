@@ -28,6 +28,7 @@ import shared
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
 CPUCLOCK_SCHED = 2  # a process CPU clock's id: (~pid << 3) | this (Linux, as glibc's clock_getcpuclockid)
+CHILDREN_LISTED = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists()
 CGROUP_USAGE = (  # (path, field or None for a bare nanosecond counter, seconds per unit)
     ("/sys/fs/cgroup/cpu.stat", "usage_usec", 1e-6),
     ("/sys/fs/cgroup/cpuacct/cpuacct.usage", None, 1e-9),
@@ -41,7 +42,7 @@ class WorkerFailed(Exception):
 
 class Worker:
     """One worker process and the judge's record of every command it answered: wall seconds per kind, and
-    (for the candidate) the CPU seconds its processes used while the judge was waiting on it."""
+    the CPU seconds its processes used while the judge was waiting on it (read by ``counter``)."""
 
     def __init__(self, command: list[str], env: dict[str, str], deadline: float) -> None:
         cmd_r, self._cmd = os.pipe()
@@ -59,12 +60,13 @@ class Worker:
         self._stderr: deque[bytes] = deque(maxlen=64)
         threading.Thread(target=self._drain, daemon=True).start()
         self.walls: dict[str, list[float]] = defaultdict(list)
-        self.cpu: Accounting | None = None
+        self.counter: Callable[[], float] | None = None
         self.cpu_inside = 0.0
         self.wall_inside = 0.0
         self._buffer = bytearray()
         self._depth = 0
         self.on_wait: Callable[[], None] | None = None
+        self.after: Callable[[], None] | None = None  # called when a stretch of commands ends well
 
     def read(self) -> dict[str, Any]:
         """The next answer (the first one says whether the worker is ready)."""
@@ -103,18 +105,23 @@ class Worker:
     def busy(self) -> Iterator[None]:
         """A stretch of commands to this worker: the CPU its processes use during it counts as inside.
         (Read around whole stretches, not each command: reading the counters between two commands would
-        keep the worker waiting and cool its caches.)"""
+        keep the worker waiting and cool its caches; so are the judge's checks, in ``after``. Both workers'
+        counters are read alike, so that the judge's own work around them costs each worker's caches the
+        same.)"""
         self._depth += 1
-        outermost = self._depth == 1 and self.cpu is not None
-        cpu0 = self.cpu.candidate() if outermost and self.cpu else 0.0
+        outermost = self._depth == 1
+        counter = self.counter if outermost else None
+        cpu0 = counter() if counter else 0.0
         start = time.perf_counter()
         try:
             yield
         finally:
             self._depth -= 1
-            if outermost and self.cpu:
-                self.cpu_inside += self.cpu.candidate() - cpu0
+            if counter:
+                self.cpu_inside += counter() - cpu0
                 self.wall_inside += time.perf_counter() - start
+        if outermost and self.after:
+            self.after()
 
     def _write(self, data: memoryview) -> None:
         """Write a command, never waiting past the deadline on a worker that stopped reading (``on_wait``
@@ -249,11 +256,16 @@ class Accounting:
         elsewhere that count reads the worker process alone."""
         return 0.0 if self.source else _tree_cpu(self.candidate_pid) - process_cpu(self.candidate_pid)
 
+    def reference(self) -> float:
+        """CPU seconds of the reference's worker (one process, which starts none), at about the cost of
+        reading ``candidate``: the judge's work around each worker's commands cools its caches alike."""
+        return process_cpu(self.reference_pid) if self.source else _tree_cpu(self.reference_pid)
+
     def candidate(self) -> float:
         if self.source:  # the container's whole usage less the judge's and the reference worker's
             own = resource.getrusage(resource.RUSAGE_SELF)
             judge = own.ru_utime + own.ru_stime
-            return _read_cgroup(self.source) - judge - _tree_cpu(self.reference_pid) - self.origin
+            return _read_cgroup(self.source) - judge - process_cpu(self.reference_pid) - self.origin
         return _tree_cpu(self.candidate_pid) - self.origin
 
     def stray_processes(self) -> list[int]:
@@ -344,7 +356,26 @@ def _tree_cpu(root: int) -> float:
 
 
 def _descendants(root: int) -> set[int]:
-    """``root`` and every live process below it (parent links read from /proc)."""
+    """``root`` and every live process below it: from each thread's list of the children it started
+    (``/proc/PID/task/TID/children``), which reads a few files, where the parent links of every process on
+    the machine take milliseconds, all on the CPU the workers run on; from those parent links on a kernel
+    without the lists."""
+    if not CHILDREN_LISTED:
+        return _descendants_by_parent(root)
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid in found:
+            continue
+        found.add(pid)
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError, ValueError):
+                    todo += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+    return found
+
+
+def _descendants_by_parent(root: int) -> set[int]:
     children: dict[int, list[int]] = defaultdict(list)
     for pid in _pids():
         with contextlib.suppress(OSError, ValueError, IndexError):
