@@ -8,9 +8,10 @@ candidate's. The judge draws the secret seeds and then:
    them only then); the candidate's worker builds the model for a seed it learns only now, runs, and sends
    back its output and its inputs; the judge compares them with what it computes itself (wrong output, or
    inputs written into: ``modified_inputs``).
-2. **Timing**, on the default shape, by the judge's clock: each command's round trip from sending it to the
-   complete answer, less the round trip of a command that runs no call (measured on the reference's worker). Calls too short to time
-   one by one are batched, each call of a batch on its own fresh inputs, the same inputs and batch size for
+2. **Timing**, on the default shape, by clocks the judge reads itself: on a CPU the CPU time the worker
+   process spends on the command (the kernel's clock), on a GPU the command's round trip from sending it
+   to the complete answer; less the same for a command that runs no call (measured on the reference's
+   worker). Calls too short to time one by one are batched, each call of a batch on its own fresh inputs, the same inputs and batch size for
    both workers (on a GPU each worker draws them itself, on the device, from seeds it learns only when
    asked). Rounds alternate the two workers in ABBA order. After the timed command the worker sends every
    output of the batch and the judge compares them with the reference's (``stale_output``: skipped,
@@ -25,8 +26,8 @@ candidate's. The judge draws the secret seeds and then:
    the same rounds, in CPU time, and on a GPU (which works while its process sleeps) the drawing and the
    digest by their round trips; most of its work there is ``work_outside_timing``.
 3. **Accounting** from the kernel's counters (see ``workers.py``): CPU the candidate's processes used while
-   the judge was not waiting on them (``work_outside_timing``), or more CPU than wall time while it was
-   (``multithreaded``).
+   the judge was not waiting on them, or its processes other than its worker while it was timed
+   (``work_outside_timing``), or more CPU than wall time while it was (``multithreaded``).
 4. **The reference undisturbed**: after the candidate's processes are killed, the reference's worker is
    timed again alone. A reference more than 25% slower beside the candidate than alone is timed by its solo
    run, so slowing the reference (competing for its CPU, leaving the machine busy) gains at most that much.
@@ -60,6 +61,7 @@ from typing import Any
 
 import room
 import shared
+from compare import compare, same_array, same_bytes
 from room import OOM_FIRST, OOM_SETTABLE, oom_priority
 from rounds import Round, Timing, bootstrap, charged_time, typical
 from workers import Accounting, Worker, WorkerFailed, process_cpu, stopped, worker_command, worker_env
@@ -90,7 +92,6 @@ DISQUALIFYING = (
     "modified_inputs", "tampered_timer", "tampered_runtime", "called_reference", "multithreaded",
     "stale_output", "work_outside_timing", "reference_disturbed",
 )  # fmt: skip
-COMPARE_CHUNK = 1 << 22  # elements compared at a time
 TIMERS = ("time.", "torch.cuda.synchronize", "torch.cuda.Event")
 
 
@@ -200,30 +201,12 @@ class Session:
             got = self._ask(worker, "fetch", slots=[0], inputs=True, limit=limit)[0].get("arrays", [])
         if len(got) != 1 + len(places):
             raise CandidateFailed(f"{what}: the worker sent {len(got)} arrays, not {1 + len(places)}")
-        problem = self._compare(got[0], want)
+        problem = compare(got[0], want, self.task["atol"], self.task["rtol"])
         if problem:
             raise CandidateFailed(f"{what}: {problem}", ["stale_output"] if stale else [])
         for array, (offset, size) in zip(got[1:], places, strict=True):
-            if not _same_bytes(array, data, offset, size):
+            if not same_bytes(array, data, offset, size):
                 raise CandidateFailed(f"{what}: the candidate wrote into its inputs", ["modified_inputs"])
-
-    def _compare(self, got: Any, want: Any) -> str | None:
-        """Within the task's tolerances, compared a slice at a time (memory stays near the outputs')."""
-        import numpy as np
-
-        if got.shape != want.shape or got.dtype != want.dtype:
-            return f"output {got.shape} {got.dtype} differs from the reference's {want.shape} {want.dtype}"
-        atol, rtol = float(self.task["atol"]), float(self.task["rtol"])
-        flat_got, flat_want = got.reshape(-1), want.reshape(-1)
-        worst, close = 0.0, True
-        for start in range(0, flat_want.size, COMPARE_CHUNK):
-            a, b = flat_got[start : start + COMPARE_CHUNK], flat_want[start : start + COMPARE_CHUNK]
-            if not np.allclose(a, b, atol=atol, rtol=rtol):
-                close = False
-                worst = max(worst, float(np.nanmax(np.abs(a.astype(np.float64) - b))))
-        if close:
-            return None
-        return f"wrong output (max abs difference {worst:.3g}, atol {atol:g}, rtol {rtol:g})"
 
     # -- timing ------------------------------------------------------------------------------------
 
@@ -239,7 +222,7 @@ class Session:
         self.tensors_per_set = sum(hasattr(x, "numel") for x in inputs)
         size = self.out_bytes + self.in_bytes
         self._ask(self.ref, "inputs", **self._batch(0))  # a run of no calls: the cost of the command itself
-        self.overhead = typical([self._ask(self.ref, "run", "empty")[1] for _ in range(EMPTY_TRIPS)])
+        self.overhead = typical([self._run(self.ref, "empty") for _ in range(EMPTY_TRIPS)])
         largest = max(1, min(MAX_BATCH, BATCH_BYTES.get(self.device.type, 1 << 20) // max(size, 1)))
         per_call = {w: self._calibrate(w, largest) for w in self.workers}
         n = max(1, min(largest, math.ceil(TARGET_BATCH_S / min(per_call.values()))))
@@ -262,10 +245,10 @@ class Session:
                 rounds[worker].append(self._round(worker, batch, "timed", inputs=rep in checked))
             cand, ref = rounds[self.cand][-1], rounds[self.ref][-1]
             for got, want in zip(cand.outputs, ref.outputs, strict=True):
-                problem = self._compare(got, want)
+                problem = compare(got, want, self.task["atol"], self.task["rtol"])
                 if problem:
                     raise CandidateFailed(f"incorrect on a timed call: {problem}", ["stale_output"])
-            if not all(map(_same_array, cand.inputs, ref.inputs)):
+            if not all(map(same_array, cand.inputs, ref.inputs)):
                 raise CandidateFailed(
                     "the candidate wrote into its inputs on a timed call", ["modified_inputs"]
                 )
@@ -310,14 +293,14 @@ class Session:
         that the outputs existed before it. (On a CPU no work gets done without CPU time, charged wherever
         it is spent; drawing there costs more than receiving, and its noise would be charged.)"""
         n = len(batch.get("seeds", batch.get("slots", [])))
-        cpu = self.cpu.quick if worker is self.cand else functools.partial(process_cpu, worker.proc.pid)
+        cpu = functools.partial(process_cpu, worker.proc.pid)
         clock = time.perf_counter if self.device.type == "cuda" else cpu
         key = _seed() if self.drawn else None
         with worker.busy():
             start = clock()
             self._ask(worker, "inputs", **batch)
             untimed = clock() - start
-            _, wall = self._ask(worker, "run", kind)
+            spent = self._run(worker, kind)
             start = clock()
             proof = self._ask(worker, "digest", key=key)[0] if key is not None else {}
             untimed += clock() - start
@@ -340,7 +323,19 @@ class Session:
                 "past it, or outputs changed afterwards)",
                 ["stale_output"],
             )
-        return Round(max(wall - self.overhead, 1e-9) / n, untimed / n, outputs, sent)
+        return Round(max(spent - self.overhead, 1e-9) / n, untimed / n, outputs, sent)
+
+    def _run(self, worker: Worker, kind: str) -> float:
+        """The timed command: on a GPU its round trip (the device works while its process sleeps); on a
+        CPU the CPU time of the worker process (every thread it ever ran), by the kernel's clock, read by
+        the judge. The same clock as the commands around it, so work moved out of the timed command costs
+        the same where it lands; and a worker kept waiting (the machine busy, its process stopped, the
+        judge slow to read the answer) spends none. Work in other processes is ``helper_cpu``."""
+        if self.device.type == "cuda":
+            return self._ask(worker, "run", kind)[1]
+        start = process_cpu(worker.proc.pid)
+        self._ask(worker, "run", kind)
+        return process_cpu(worker.proc.pid) - start
 
     def _digest(self, arrays: list[Any], key: int) -> int:
         """The digest of the outputs as sent, computed as the worker computes it, on the same device."""
@@ -461,8 +456,8 @@ class Session:
         outside = cpu_total - cand.cpu_inside
         if outside > OUTSIDE_CPU[1] + OUTSIDE_CPU[0] * cand.wall_inside:
             self._flag("work_outside_timing")
-        # work handed to another process of the candidate's while it was timed (outside a container the
-        # charge between commands reads the worker process alone): no kernel needs one
+        # work handed to another process of the candidate's while it was timed (the clocks read between
+        # commands count the worker process alone): no kernel needs one
         timed = timing.n * sum(c.call for c in timing.cand)
         if self.helper_cpu > HELPER_CPU[1] + HELPER_CPU[0] * timed:
             self._flag("work_outside_timing")
@@ -497,26 +492,6 @@ def _reference_fault() -> Iterator[None]:
         yield
     except Exception as exc:
         raise GraderFailed(f"the reference failed in the judge: {type(exc).__name__}: {exc}") from exc
-
-
-def _same_array(got: Any, want: Any) -> bool:
-    """Whether two arrays hold the same bytes in the same shape (the candidate's inputs after its calls and
-    the reference's after its own, on the very same input sets)."""
-    return bool(
-        got.shape == want.shape and got.dtype == want.dtype and _same_bytes(got, want, 0, want.nbytes)
-    )
-
-
-def _same_bytes(array: Any, data: Any, offset: int, size: int) -> bool:
-    """Whether ``array`` holds exactly the ``size`` bytes at ``offset`` of ``data``, a slice at a time."""
-    import numpy as np
-
-    if array.nbytes != size:
-        return False
-    got = array.reshape(-1).view(np.uint8)
-    sent = np.frombuffer(data, dtype=np.uint8, count=size, offset=offset) if size else got
-    step = COMPARE_CHUNK * 8
-    return all(np.array_equal(got[i : i + step], sent[i : i + step]) for i in range(0, size, step))
 
 
 def _seed() -> int:

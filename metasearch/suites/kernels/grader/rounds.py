@@ -3,11 +3,14 @@ the timed command, and the speedup's bootstrap interval."""
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Any
 
 TYPICAL_QUANTILE = 0.2
+MAD_SIGMA = 1.4826  # the median absolute deviation of normal noise, in standard deviations
+MEDIAN_SE = 1.2533  # a median's standard error over the mean's, for normal noise (sqrt(pi / 2))
 
 
 @dataclass
@@ -48,9 +51,16 @@ def charge(extra: list[float]) -> float:
     of those commands drifts from round to round; each two rounds averaged, because the workers take turns
     first in them (ABBA) and the one that goes second pays more (the other's work left the caches cold);
     the median, because the noise of a difference is symmetric: a low quantile of it would charge a
-    fraction of the hidden work, and a kernel cheaper than its inputs could hide most of its work there."""
+    fraction of the hidden work, and a kernel cheaper than its inputs could hide most of its work there.
+
+    Less one standard error of that median (from the pairs' own spread): the median of an honest worker's
+    differences is noise around zero, and charging its positive half alone would slow every honest kernel
+    whose inputs cost more than its calls by a few percent. What goes uncharged is at most the noise of the
+    measurement, which no worker can widen without raising the median more: work only ever adds."""
     pairs = [sum(extra[i : i + 2]) / len(extra[i : i + 2]) for i in range(0, len(extra), 2)]
-    return max(0.0, quantile(pairs, 0.5))
+    middle = quantile(pairs, 0.5)
+    spread = MAD_SIGMA * quantile([abs(p - middle) for p in pairs], 0.5)
+    return max(0.0, middle - MEDIAN_SE * spread / math.sqrt(len(pairs)))
 
 
 def charged_time(cand: list[Round], ref: list[Round]) -> tuple[float, float, float]:

@@ -10,6 +10,7 @@ tree escapes this count, one reason the local sandbox is for trusted code only).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import resource
@@ -27,6 +28,7 @@ from typing import Any
 import shared
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
+PIPE_BYTES = 1 << 20  # Linux's default most for an unprivileged process (/proc/sys/fs/pipe-max-size)
 CPUCLOCK_SCHED = 2  # a process CPU clock's id: (~pid << 3) | this (Linux, as glibc's clock_getcpuclockid)
 CHILDREN_LISTED = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists()
 CGROUP_USAGE = (  # (path, field or None for a bare nanosecond counter, seconds per unit)
@@ -47,6 +49,9 @@ class Worker:
     def __init__(self, command: list[str], env: dict[str, str], deadline: float) -> None:
         cmd_r, self._cmd = os.pipe()
         self._reply, reply_w = os.pipe()
+        for fd in (self._cmd, self._reply):  # fewer wake-ups per transfer: steadier CPU around the calls
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         self.deadline = deadline
         self.proc = subprocess.Popen(
             [*command, "--cmd-fd", str(cmd_r), "--reply-fd", str(reply_w)],
@@ -244,17 +249,11 @@ class Accounting:
         self.origin = 0.0
         self.origin = self.candidate()
 
-    def quick(self) -> float:
-        """The candidate's CPU seconds, cheap enough to read between two commands: the container's count
-        where there is one, else the worker process's own threads only (what it hands to other processes
-        then shows in ``candidate``, read around whole stretches of commands)."""
-        return self.candidate() if self.source else process_cpu(self.candidate_pid)
-
     def helpers(self) -> float:
-        """CPU seconds of the candidate's processes other than its worker (live ones, and those they
-        reaped). In a container 0: the count read between commands (``quick``) covers them already;
-        elsewhere that count reads the worker process alone."""
-        return 0.0 if self.source else _tree_cpu(self.candidate_pid) - process_cpu(self.candidate_pid)
+        """CPU seconds of the candidate's processes other than its worker: in a container, the container's
+        count less the worker's; elsewhere its live descendants and those they reaped. (The judge times
+        the worker process by its own clock, which counts every thread it ever ran and nothing else.)"""
+        return self.candidate() + self.origin - process_cpu(self.candidate_pid)
 
     def reference(self) -> float:
         """CPU seconds of the reference's worker (one process, which starts none), at about the cost of
