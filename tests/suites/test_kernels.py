@@ -403,6 +403,7 @@ DOCKER_CASES = [
     "lazy_outputs",
     "eager_outputs",
     "background_work",
+    "waits_for_a_detached_process",
     "stopped_reference",
     "killed_judge",
 ]

@@ -11,7 +11,9 @@ candidate's. The judge draws the secret seeds and then:
 2. **Timing**, on the default shape, by clocks the judge reads itself: on a CPU the CPU time the worker
    process spends on the command (the kernel's clock), on a GPU the command's round trip from sending it
    to the complete answer; less the same for a command that runs no call (measured on the reference's
-   worker). Calls too short to time one by one are batched, each call of a batch on its own fresh inputs, the same inputs and batch size for
+   worker); on a CPU, what the worker waited in it beyond the reference's worker's waiting per second of
+   its calls is added (work done where its CPU clock does not run). Calls too short to time one by one
+   are batched, each call of a batch on its own fresh inputs, the same inputs and batch size for
    both workers (on a GPU each worker draws them itself, on the device, from seeds it learns only when
    asked). Rounds alternate the two workers in ABBA order. After the timed command the worker sends every
    output of the batch and the judge compares them with the reference's (``stale_output``: skipped,
@@ -63,7 +65,7 @@ import room
 import shared
 from compare import compare, same_array, same_bytes
 from room import OOM_FIRST, OOM_SETTABLE, oom_priority
-from rounds import Round, Timing, bootstrap, charged_time, typical
+from rounds import Round, Timing, bootstrap, charged_time, typical, waiting
 from workers import Accounting, Worker, WorkerFailed, process_cpu, stopped, worker_command, worker_env
 
 FULL_CREDIT_SPEEDUP = 10.0
@@ -222,7 +224,9 @@ class Session:
         self.tensors_per_set = sum(hasattr(x, "numel") for x in inputs)
         size = self.out_bytes + self.in_bytes
         self._ask(self.ref, "inputs", **self._batch(0))  # a run of no calls: the cost of the command itself
-        self.overhead = typical([self._run(self.ref, "empty") for _ in range(EMPTY_TRIPS)])
+        empty = [self._run(self.ref, "empty") for _ in range(EMPTY_TRIPS)]
+        self.overhead = typical([spent for spent, _ in empty])
+        self.wait_overhead = typical([waited for _, waited in empty])
         largest = max(1, min(MAX_BATCH, BATCH_BYTES.get(self.device.type, 1 << 20) // max(size, 1)))
         per_call = {w: self._calibrate(w, largest) for w in self.workers}
         n = max(1, min(largest, math.ceil(TARGET_BATCH_S / min(per_call.values()))))
@@ -300,7 +304,7 @@ class Session:
             start = clock()
             self._ask(worker, "inputs", **batch)
             untimed = clock() - start
-            spent = self._run(worker, kind)
+            spent, waited = self._run(worker, kind)
             start = clock()
             proof = self._ask(worker, "digest", key=key)[0] if key is not None else {}
             untimed += clock() - start
@@ -323,19 +327,24 @@ class Session:
                 "past it, or outputs changed afterwards)",
                 ["stale_output"],
             )
-        return Round(max(spent - self.overhead, 1e-9) / n, untimed / n, outputs, sent)
+        waited = max(0.0, waited - self.wait_overhead)
+        return Round(max(spent - self.overhead, 1e-9) / n, untimed / n, outputs, sent, waited / n)
 
-    def _run(self, worker: Worker, kind: str) -> float:
-        """The timed command: on a GPU its round trip (the device works while its process sleeps); on a
-        CPU the CPU time of the worker process (every thread it ever ran), by the kernel's clock, read by
-        the judge. The same clock as the commands around it, so work moved out of the timed command costs
-        the same where it lands; and a worker kept waiting (the machine busy, its process stopped, the
-        judge slow to read the answer) spends none. Work in other processes is ``helper_cpu``."""
-        if self.device.type == "cuda":
-            return self._ask(worker, "run", kind)[1]
+    def _run(self, worker: Worker, kind: str) -> tuple[float, float]:
+        """The timed command: what it cost, and how long the worker spent waiting in it.
+
+        On a GPU the cost is its round trip (the device works while its process sleeps). On a CPU it is
+        the CPU time of the worker process (every thread it ever ran), by the kernel's clock, read by the
+        judge: the same clock as the commands around it, so work moved out of the timed command costs the
+        same where it lands, and a worker kept waiting by the machine spends none. What the round trip
+        took beyond that CPU time is the waiting: the scheduler's, or the worker's own, on work done where
+        its CPU clock does not run (a GPU, another process; see ``rounds.charged_time``)."""
         start = process_cpu(worker.proc.pid)
-        self._ask(worker, "run", kind)
-        return process_cpu(worker.proc.pid) - start
+        wall = self._ask(worker, "run", kind)[1]
+        if self.device.type == "cuda":
+            return wall, 0.0
+        spent = process_cpu(worker.proc.pid) - start
+        return spent, max(0.0, wall - spent)
 
     def _digest(self, arrays: list[Any], key: int) -> int:
         """The digest of the outputs as sent, computed as the worker computes it, on the same device."""
@@ -474,6 +483,7 @@ class Session:
         metrics = {
             "correct": 1.0, "speedup": speedup, "ci_low": lo, "ci_high": hi, "ref_ms": ref_s * 1000,
             "cand_ms": cand_s * 1000, "ref_beside_ms": beside * 1000, "ref_solo_ms": solo_s * 1000, "charged_ms": charged * 1000,
+            "waited_ms": waiting(timing.cand, timing.ref)[0] * 1000,
             "rounds_ms": own * 1000,
             "outside_cpu_ms": outside * 1000, "helper_cpu_ms": self.helper_cpu * 1000, "overhead_us": self.overhead * 1e6, "batch": float(timing.n),
             "reps": float(timing.reps), "fast_0": float(not flags), "fast_1": float(faster and speedup > 1.0),

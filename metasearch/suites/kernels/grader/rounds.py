@@ -16,12 +16,15 @@ MEDIAN_SE = 1.2533  # a median's standard error over the mean's, for normal nois
 @dataclass
 class Round:
     """One timed command as the judge saw it: seconds per call, seconds per call of the untimed commands
-    around it, the outputs it sent and the inputs as its calls left them (when fetched)."""
+    around it, the outputs it sent, the inputs as its calls left them (when fetched), and seconds per
+    call its worker waited in it beyond an empty command's waiting (on a CPU: its round trip less its CPU
+    time)."""
 
     call: float
     untimed: float
     outputs: list[Any]
     inputs: list[Any]
+    waited: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -63,17 +66,31 @@ def charge(extra: list[float]) -> float:
     return max(0.0, middle - MEDIAN_SE * spread / math.sqrt(len(pairs)))
 
 
+def waiting(cand: list[Round], ref: list[Round]) -> tuple[float, list[float]]:
+    """Seconds per call to add for waiting, and each round's excess: how long the candidate's worker
+    waited in a timed command beyond what the reference's worker waited per second of its own calls (the
+    median over its rounds). A CPU kernel waits only for the scheduler, and as long for either worker per
+    second of work, the two taking turns on one core; a worker that waits for work done where its CPU
+    clock does not run (a GPU it was not given for this task, another process) pays for that work by
+    its wall time. The median over rounds, as for ``charge``, so that the noise of an honest worker's
+    waiting is not charged by its positive half."""
+    rate = quantile([r.waited / r.call for r in ref], 0.5)
+    excess = [c.waited - rate * c.call for c in cand]
+    return max(0.0, quantile(excess, 0.5)), excess
+
+
 def charged_time(cand: list[Round], ref: list[Round]) -> tuple[float, float, float]:
     """The candidate's typical seconds per call with what it spent out of sight, the charge, and the
-    second statistic below: the
-    typical call plus ``charge``, or, when higher, the typical of each round's call plus that round's own
-    extra. The second holds when the hidden work is put into fewer than half the rounds: the median charge
-    misses them, and they would make the fastest calls. Each round's extra is a noisy difference, so for
-    an honest worker it only spreads the sums and lowers their low quantile: the first holds."""
+    second statistic below: the typical call plus ``charge`` and ``waiting``, or, when higher, the typical
+    of each round's call plus that round's own extra and excess waiting. The second holds when the hidden
+    work is put into fewer than half the rounds: the medians miss them, and they would make the fastest
+    calls. Each round's extra is a noisy difference, so for an honest worker it only spreads the sums and
+    lowers their low quantile: the first holds."""
+    waited, excess = waiting(cand, ref)
     extra = [c.untimed - r.untimed for c, r in zip(cand, ref, strict=True)]
     charged = charge(extra)
-    own = typical([c.call + e for c, e in zip(cand, extra, strict=True)])
-    return max(typical([c.call for c in cand]) + charged, own), charged, own
+    own = typical([c.call + e + max(0.0, w) for c, e, w in zip(cand, extra, excess, strict=True)])
+    return max(typical([c.call for c in cand]) + charged + waited, own), charged, own
 
 
 def bootstrap(timing: Timing, scale: float, draws: int = 1000) -> tuple[float, float]:
