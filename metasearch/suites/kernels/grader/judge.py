@@ -56,14 +56,13 @@ import os
 import secrets
 import signal
 import time
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import room
 import shared
-from compare import compare, same_array, same_bytes
+from compare import compare, digest_of, same_array, same_bytes
 from room import OOM_FIRST, OOM_SETTABLE, oom_priority
 from rounds import Round, Timing, bootstrap, charged_time, typical, waiting
 from workers import Accounting, Worker, WorkerFailed, process_cpu, stopped, worker_command, worker_env
@@ -319,7 +318,7 @@ class Session:
                 f"the worker sent {len(arrays)} arrays, not the outputs for {n} calls{what}"
             )
         outputs, sent = arrays[:n], arrays[n:]
-        if key is not None and str(proof.get("digest")) != str(self._digest(outputs, key)):
+        if key is not None and str(proof.get("digest")) != str(digest_of(outputs, key, self.device)):
             if worker is self.ref:
                 raise GraderFailed("the reference's worker sent outputs that differ from its digest")
             raise CandidateFailed(
@@ -345,17 +344,6 @@ class Session:
             return wall, 0.0
         spent = process_cpu(worker.proc.pid) - start
         return spent, max(0.0, wall - spent)
-
-    def _digest(self, arrays: list[Any], key: int) -> int:
-        """The digest of the outputs as sent, computed as the worker computes it, on the same device."""
-        import numpy as np
-        import torch
-
-        with warnings.catch_warnings():  # arrays read from the pipe are read-only; the digest only reads
-            warnings.simplefilter("ignore", UserWarning)
-            return shared.digest(
-                [torch.from_numpy(np.ascontiguousarray(a)).to(self.device) for a in arrays], key
-            )
 
     def _solo_round(self, n: int) -> float:
         """A round of the reference's worker alone, then as many input sets drawn as the candidate's
