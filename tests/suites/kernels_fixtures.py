@@ -182,6 +182,41 @@ _HELPER_PROCESS = (
 
 # name -> (task, candidate source, what must catch it): a flag or an error fragment (and the score is 0), or
 # "no gain" (it scores no higher than the honest oracle, and its speedup is not above the oracle's).
+# A process detached from the worker (outside the tree the local sandbox's judge follows) that computes
+# conv1d_taps in shared memory; ``_remote`` hands it one call and waits for it, without spinning.
+_DETACHED = (
+    "import mmap, os\n"
+    "_MEM, _W8, _OUT = mmap.mmap(-1, 8 << 20), 3 << 20, 4 << 20\n"
+    "_TO, _BACK = os.pipe(), os.pipe()\n"
+    "\n"
+    "def _at(offset, *shape):\n"
+    "    count = 1\n"
+    "    for n in shape:\n"
+    "        count *= n\n"
+    "    return torch.frombuffer(_MEM, dtype=torch.float32, count=count, offset=offset).view(*shape)\n"
+    "\n"
+    "if os.fork() == 0:\n"
+    "    os.setsid()\n"
+    "    if os.fork() == 0:\n"
+    "        os.close(_TO[1])\n"
+    "        while head := os.read(_TO[0], 32):\n"
+    "            b, c, n, k = (int(v) for v in head.split())\n"
+    "            out = F.conv1d(_at(0, b, c, n), _at(_W8, c, k)[:, None, :], groups=c)\n"
+    "            _at(_OUT, *out.shape).copy_(out)\n"
+    "            os.write(_BACK[1], b'.')\n"
+    "    os._exit(0)\n"
+    "os.wait()\n"
+    "os.close(_TO[0])\n"
+    "\n"
+    "def _remote(x, w):\n"
+    "    (b, c, n), k = x.shape, w.shape[1]\n"
+    "    _at(0, b, c, n).copy_(x)\n"
+    "    _at(_W8, c, k).copy_(w)\n"
+    "    os.write(_TO[1], f'{b} {c} {n} {k}'.encode().ljust(32))\n"
+    "    os.read(_BACK[0], 1)\n"
+    "    return _at(_OUT, b, c, n - k + 1).clone()\n"
+)
+
 EXPLOITS: dict[str, tuple[str, str, str]] = {
     # wrong numbers, with the comparison patched to always agree
     "patched_allclose": (
@@ -350,13 +385,14 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
             _SOFTMAX,
             prelude=(
                 "import os, signal, threading\n\n"
-                "def _reference():\n"
+                "def _reference():  # its own: the worker.py beside it, under the same judge\n"
                 "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
                 "        try:\n"
                 "            cmd = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')\n"
-                "        except OSError:\n"
+                "            ppid = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+                "        except (OSError, ValueError, IndexError):\n"
                 "            continue\n"
-                "        if any(c.endswith(b'worker.py') for c in cmd) and b'--candidate' not in cmd:\n"
+                "        if ppid == os.getppid() and any(c.endswith(b'worker.py') for c in cmd) and b'--candidate' not in cmd:\n"
                 "            return int(pid)\n\n"
                 "def _pester():\n"
                 "    pid = _reference()\n"
@@ -535,40 +571,27 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
     # shared memory, and waits for it without spinning: the timed command costs the worker's CPU two copies
     "waits_for_a_detached_process": (
         "conv1d_taps",
+        _module("conv1d_taps", "_remote(x, self.weight)", prelude=_DETACHED),
+        "no gain",
+    ),
+    # the sibling: has it compute every call as the inputs arrive, waiting in the untimed command, and
+    # answers the timed command at once
+    "waits_while_inputs_arrive": (
+        "conv1d_taps",
         _module(
             "conv1d_taps",
             "_remote(x, self.weight)",
             prelude=(
-                "import mmap, os\n"
-                "_MEM, _W8, _OUT = mmap.mmap(-1, 8 << 20), 3 << 20, 4 << 20\n"
-                "_TO, _BACK = os.pipe(), os.pipe()\n"
-                "\n"
-                "def _at(offset, *shape):\n"
-                "    count = 1\n"
-                "    for n in shape:\n"
-                "        count *= n\n"
-                "    return torch.frombuffer(_MEM, dtype=torch.float32, count=count, offset=offset).view(*shape)\n"
-                "\n"
-                "if os.fork() == 0:\n"
-                "    os.setsid()\n"
-                "    if os.fork() == 0:\n"
-                "        os.close(_TO[1])\n"
-                "        while head := os.read(_TO[0], 32):\n"
-                "            b, c, n, k = (int(v) for v in head.split())\n"
-                "            out = F.conv1d(_at(0, b, c, n), _at(_W8, c, k)[:, None, :], groups=c)\n"
-                "            _at(_OUT, *out.shape).copy_(out)\n"
-                "            os.write(_BACK[1], b'.')\n"
-                "    os._exit(0)\n"
-                "os.wait()\n"
-                "os.close(_TO[0])\n"
-                "\n"
-                "def _remote(x, w):\n"
-                "    (b, c, n), k = x.shape, w.shape[1]\n"
-                "    _at(0, b, c, n).copy_(x)\n"
-                "    _at(_W8, c, k).copy_(w)\n"
-                "    os.write(_TO[1], f'{b} {c} {n} {k}'.encode().ljust(32))\n"
-                "    os.read(_BACK[0], 1)\n"
-                "    return _at(_OUT, b, c, n - k + 1).clone()\n"
+                _DETACHED + _WORKER + "\ndef _early(self, op, msg):\n"
+                "    if op == 'run':\n"
+                "        self.outputs = _done[:]\n"
+                "        return {'ok': True}\n"
+                "    answer = _handle(self, op, msg)\n"
+                "    if op == 'inputs':\n"
+                "        _done[:] = [self.model(*inputs) for inputs in self.slots]\n"
+                "    return answer\n\n"
+                "_done = []\n"
+                "_W.handle = _early\n"
             ),
         ),
         "no gain",

@@ -12,7 +12,8 @@ candidate's. The judge draws the secret seeds and then:
    process spends on the command (the kernel's clock), on a GPU the command's round trip from sending it
    to the complete answer; less the same for a command that runs no call (measured on the reference's
    worker); on a CPU, what the worker waited in it beyond the reference's worker's waiting per second of
-   its calls is added (work done where its CPU clock does not run). Calls too short to time one by one
+   its calls is added (work done where its CPU clock does not run), and its waiting in the untimed
+   commands is charged like their CPU time (below). Calls too short to time one by one
    are batched, each call of a batch on its own fresh inputs, the same inputs and batch size for
    both workers (on a GPU each worker draws them itself, on the device, from seeds it learns only when
    asked). Rounds alternate the two workers in ABBA order. After the timed command the worker sends every
@@ -301,16 +302,19 @@ class Session:
         key = _seed() if self.drawn else None
         with worker.busy():
             start = clock()
-            self._ask(worker, "inputs", **batch)
+            received = self._ask(worker, "inputs", **batch)[1]
             untimed = clock() - start
             spent, waited = self._run(worker, kind)
             start = clock()
-            proof = self._ask(worker, "digest", key=key)[0] if key is not None else {}
+            proof, proved = self._ask(worker, "digest", key=key) if key is not None else ({}, 0.0)
             untimed += clock() - start
             start = cpu()
             limit = (self.out_bytes + (self.in_bytes if inputs else 0)) * n
-            answer, _ = self._ask(worker, "fetch", slots=list(range(n)), inputs=inputs, limit=limit)
+            answer, fetched = self._ask(worker, "fetch", slots=list(range(n)), inputs=inputs, limit=limit)
             untimed += cpu() - start
+        # on a CPU, what the untimed commands took beyond their CPU time: waiting, charged as in the timed
+        # command (a worker that waits there for work done where its CPU clock does not run)
+        idle = 0.0 if clock is time.perf_counter else max(0.0, received + proved + fetched - untimed)
         arrays = answer.get("arrays", [])
         if len(arrays) != n * (1 + (self.tensors_per_set if inputs else 0)):
             what = " and their inputs" if inputs else ""
@@ -327,7 +331,7 @@ class Session:
                 ["stale_output"],
             )
         waited = max(0.0, waited - self.wait_overhead)
-        return Round(max(spent - self.overhead, 1e-9) / n, untimed / n, outputs, sent, waited / n)
+        return Round(max(spent - self.overhead, 1e-9) / n, untimed / n, outputs, sent, waited / n, idle / n)
 
     def _run(self, worker: Worker, kind: str) -> tuple[float, float]:
         """The timed command: what it cost, and how long the worker spent waiting in it.

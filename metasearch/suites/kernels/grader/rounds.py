@@ -16,15 +16,16 @@ MEDIAN_SE = 1.2533  # a median's standard error over the mean's, for normal nois
 @dataclass
 class Round:
     """One timed command as the judge saw it: seconds per call, seconds per call of the untimed commands
-    around it, the outputs it sent, the inputs as its calls left them (when fetched), and seconds per
-    call its worker waited in it beyond an empty command's waiting (on a CPU: its round trip less its CPU
-    time)."""
+    around it, the outputs it sent, the inputs as its calls left them (when fetched), seconds per call its
+    worker waited in it beyond an empty command's waiting (on a CPU: its round trip less its CPU time),
+    and seconds per call it waited in the untimed commands (on a CPU)."""
 
     call: float
     untimed: float
     outputs: list[Any]
     inputs: list[Any]
     waited: float = 0.0
+    untimed_waited: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -85,11 +86,18 @@ def charged_time(cand: list[Round], ref: list[Round]) -> tuple[float, float, flo
     of each round's call plus that round's own extra and excess waiting. The second holds when the hidden
     work is put into fewer than half the rounds: the medians miss them, and they would make the fastest
     calls. Each round's extra is a noisy difference, so for an honest worker it only spreads the sums and
-    lowers their low quantile: the first holds."""
+    lowers their low quantile: the first holds.
+
+    The untimed commands' waiting (on a CPU) is charged like their CPU time, beyond the reference's
+    worker's in the same commands: a worker that waits there, as the inputs arrive, for work done where
+    its CPU clock does not run (a GPU, a detached process) would otherwise answer the timed command at
+    once. Charged apart from the CPU time, whose noise is lower."""
     waited, excess = waiting(cand, ref)
     extra = [c.untimed - r.untimed for c, r in zip(cand, ref, strict=True)]
-    charged = charge(extra)
-    own = typical([c.call + e + max(0.0, w) for c, e, w in zip(cand, extra, excess, strict=True)])
+    idle = [c.untimed_waited - r.untimed_waited for c, r in zip(cand, ref, strict=True)]
+    charged = charge(extra) + charge(idle)
+    rounds = zip(cand, extra, idle, excess, strict=True)
+    own = typical([c.call + e + i + max(0.0, w) for c, e, i, w in rounds])
     return max(typical([c.call for c in cand]) + charged + waited, own), charged, own
 
 
