@@ -224,7 +224,7 @@ class Session:
         self.tensors_per_set = sum(hasattr(x, "numel") for x in inputs)
         size = self.out_bytes + self.in_bytes
         self._ask(self.ref, "inputs", **self._batch(0))  # a run of no calls: the cost of the command itself
-        empty = [self._run(self.ref, "empty") for _ in range(EMPTY_TRIPS)]
+        empty = [self._run(self.ref) for _ in range(EMPTY_TRIPS)]
         self.overhead = typical([spent for spent, _ in empty])
         self.wait_overhead = typical([waited for _, waited in empty])
         largest = max(1, min(MAX_BATCH, BATCH_BYTES.get(self.device.type, 1 << 20) // max(size, 1)))
@@ -246,7 +246,7 @@ class Session:
         for rep in range(reps):
             batch = self._batch(n)
             for worker in self.workers if rep % 2 == 0 else self.workers[::-1]:
-                rounds[worker].append(self._round(worker, batch, "timed", inputs=rep in checked))
+                rounds[worker].append(self._round(worker, batch, inputs=rep in checked))
             cand, ref = rounds[self.cand][-1], rounds[self.ref][-1]
             for got, want in zip(cand.outputs, ref.outputs, strict=True):
                 problem = compare(got, want, self.task["atol"], self.task["rtol"])
@@ -266,7 +266,7 @@ class Session:
         """Seconds per call, from batches grown until one lasts ``TARGET_BATCH_S`` (warm-up included)."""
         n, best = 1, math.inf
         for attempt in range(max(1, self.args.warmup) + 4):
-            best = min(best, self._round(worker, self._batch(n), "warm").call)
+            best = min(best, self._round(worker, self._batch(n)).call)
             if attempt >= self.args.warmup - 1:
                 if n * best >= TARGET_BATCH_S or n == largest:
                     break
@@ -284,7 +284,7 @@ class Session:
             spec, data = shared.pack(inputs)
         return {"slots": spec, "payload": data}
 
-    def _round(self, worker: Worker, batch: dict[str, Any], kind: str, *, inputs: bool = False) -> Round:
+    def _round(self, worker: Worker, batch: dict[str, Any], *, inputs: bool = False) -> Round:
         """Send one batch of input sets, run them in one timed command, fetch every output (and, with
         ``inputs``, every input set as the calls left it); with drawn inputs, have the worker prove first
         what the timed command made (a digest of every output's bytes, under a key it learns only then).
@@ -304,7 +304,7 @@ class Session:
             start = clock()
             received = self._ask(worker, "inputs", **batch)[1]
             untimed = clock() - start
-            spent, waited = self._run(worker, kind)
+            spent, waited = self._run(worker)
             start = clock()
             proof, proved = self._ask(worker, "digest", key=key) if key is not None else ({}, 0.0)
             untimed += clock() - start
@@ -314,7 +314,7 @@ class Session:
             untimed += cpu() - start
         # on a CPU, what the untimed commands took beyond their CPU time: waiting, charged as in the timed
         # command (a worker that waits there for work done where its CPU clock does not run)
-        idle = 0.0 if clock is time.perf_counter else max(0.0, received + proved + fetched - untimed)
+        idle = 0.0 if self.device.type == "cuda" else max(0.0, received + proved + fetched - untimed)
         arrays = answer.get("arrays", [])
         if len(arrays) != n * (1 + (self.tensors_per_set if inputs else 0)):
             what = " and their inputs" if inputs else ""
@@ -333,7 +333,7 @@ class Session:
         waited = max(0.0, waited - self.wait_overhead)
         return Round(max(spent - self.overhead, 1e-9) / n, untimed / n, outputs, sent, waited / n, idle / n)
 
-    def _run(self, worker: Worker, kind: str) -> tuple[float, float]:
+    def _run(self, worker: Worker) -> tuple[float, float]:
         """The timed command: what it cost, and how long the worker spent waiting in it.
 
         On a GPU the cost is its round trip (the device works while its process sleeps). On a CPU it is
@@ -342,10 +342,10 @@ class Session:
         same where it lands, and a worker kept waiting by the machine spends none. What the round trip
         took beyond that CPU time is the waiting: the scheduler's, or the worker's own, on work done where
         its CPU clock does not run (a GPU, another process; see ``rounds.charged_time``)."""
-        start = process_cpu(worker.proc.pid)
-        wall = self._ask(worker, "run", kind)[1]
         if self.device.type == "cuda":
-            return wall, 0.0
+            return self._ask(worker, "run")[1], 0.0
+        start = process_cpu(worker.proc.pid)
+        wall = self._ask(worker, "run")[1]
         spent = process_cpu(worker.proc.pid) - start
         return spent, max(0.0, wall - spent)
 
@@ -353,7 +353,7 @@ class Session:
         """A round of the reference's worker alone, then as many input sets drawn as the candidate's
         worker's round drew in its place, by the judge or the reference's worker (so the reference finds
         the machine's caches as it did beside it)."""
-        call = self._round(self.ref, self._batch(n), "solo").call
+        call = self._round(self.ref, self._batch(n)).call
         if self.drawn:
             self._ask(self.ref, "inputs", **self._batch(n))
         else:
@@ -361,9 +361,9 @@ class Session:
                 shared.make_inputs(self.reference, self.device, _seed(), {})
         return call
 
-    def _ask(self, worker: Worker, op: str, kind: str | None = None, **fields: Any) -> tuple[dict, float]:
+    def _ask(self, worker: Worker, op: str, **fields: Any) -> tuple[dict, float]:
         with self._failures(worker), worker.busy():
-            answer, wall = worker.ask(op, kind, **fields)
+            answer, wall = worker.ask(op, **fields)
         return self._answer(worker, answer), wall
 
     def _read(self, worker: Worker) -> dict[str, Any]:

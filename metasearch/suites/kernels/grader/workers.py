@@ -43,8 +43,8 @@ class WorkerFailed(Exception):
 
 
 class Worker:
-    """One worker process and the judge's record of every command it answered: wall seconds per kind, and
-    the CPU seconds its processes used while the judge was waiting on it (read by ``counter``)."""
+    """One worker process and the judge's record of the CPU seconds its processes used while the judge was
+    waiting on it (read by ``counter``)."""
 
     def __init__(self, command: list[str], env: dict[str, str], deadline: float) -> None:
         cmd_r, self._cmd = os.pipe()
@@ -64,7 +64,6 @@ class Worker:
         # stderr is drained as it comes and only its end kept: a flood fills neither memory nor disk
         self._stderr: deque[bytes] = deque(maxlen=64)
         threading.Thread(target=self._drain, daemon=True).start()
-        self.walls: dict[str, list[float]] = defaultdict(list)
         self.counter: Callable[[], float] | None = None
         self.cpu_inside = 0.0
         self.wall_inside = 0.0
@@ -80,7 +79,6 @@ class Worker:
     def ask(
         self,
         op: str,
-        kind: str | None = None,
         *,
         limit: int = 0,
         payload: bytes | bytearray = b"",
@@ -103,7 +101,6 @@ class Worker:
         wall = time.perf_counter() - start
         if self._buffer:
             raise WorkerFailed("the worker answered out of turn (more than its answer)")
-        self.walls[kind or op].append(wall)
         return answer, wall
 
     @contextlib.contextmanager
