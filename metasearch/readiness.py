@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metasearch.errors import ConfigError
+from metasearch.llm import local_models
 from metasearch.machine import (
     Check,
     docker_engine,
@@ -109,6 +110,8 @@ def _llm_checks(section: LLMSection, *, needed: bool) -> list[Check]:
             checks.append(
                 Check("vllm", "missing", f"llm.serve needs vLLM, and {python} cannot import it", fix)
             )
+        if local_models.is_local(serve.model):
+            checks.append(_local_model_check(serve.model))
         local = serve.model.startswith(("/", "./", "../", "~"))
         if local and not Path(serve.model).expanduser().exists():
             fix = f"put the weights there (e.g. `huggingface-cli download MODEL --local-dir {serve.model}`) or set llm.serve.model"
@@ -152,6 +155,19 @@ def _sandbox_checks(section: SandboxSection, llm: LLMSection, untrusted: str | N
             )
         checks.append(gpu_runtime(client))
     return checks
+
+
+def _local_model_check(model: str) -> Check:
+    name = model.removeprefix(local_models.PREFIX)
+    try:
+        found = local_models.record(name)
+    except ConfigError as exc:
+        return Check("local model", "missing", f"llm.serve.model: {exc}")
+    if found is None:
+        why = f"llm.serve.model: {model} is not prepared"
+        return Check("local model", "missing", why, f"metasearch models prepare {name}")
+    digest = str(found.get("gguf_sha256", ""))[:12]
+    return Check("local model", "ok", f"{name} at {found['hf_dir']} (gguf sha256 {digest})")
 
 
 def _llm_fix() -> str:

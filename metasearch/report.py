@@ -93,7 +93,17 @@ def status_of(view: StudyView, study_dir: Path, best: str | None = None) -> dict
         "finished": view.index.finished,
         "provenance": _provenance_headline(Path(study_dir), view.index),
         "retired_tasks": dict(view.index.retired_tasks),  # cannot be graded here (errors.TaskUnfit)
+        "expansions_failed_by_kind": failure_kinds(view.index.failed_expansions),
     }
+
+
+def failure_kinds(failed: list[dict[str, Any]]) -> dict[str, int]:
+    """Failed expansions counted by class, most frequent first."""
+    counts: dict[str, int] = {}
+    for f in failed:
+        kind = str(f.get("kind", "other"))
+        counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _provenance_headline(study_dir: Path, index: ArchiveIndex) -> dict[str, Any] | None:

@@ -115,26 +115,26 @@ class Runner:
         try:  # from git, not the worktree: the gate must hold the parent's rules, whatever the child wrote
             parent_manifest = parse_manifest(self.archive.read_text(parent.id, MANIFEST_NAME))
         except (ConfigError, ArchiveError) as exc:
-            return ExpansionRejected(f"parent manifest invalid: {exc}")
+            return ExpansionRejected(f"parent manifest invalid: {exc}", kind="other")
         with self.archive.checkout(parent.id) as workspace:
             git_link = (workspace / ".git").read_bytes()
-            context = self._context(job, parent, log_dir)
+            context = self._context(job, parent, log_dir, tuple(parent_manifest.protected))
             proposed = self._propose(parent, workspace, context)
             if isinstance(proposed, ExpansionRejected):
                 return proposed
             proposal = proposed
             tampered = worktree_tampering(workspace, git_link)
             if tampered:
-                return ExpansionRejected(f"tampered worktree: {tampered}")
+                return ExpansionRejected(f"tampered worktree: {tampered}", kind="tampered")
             try:
                 diff, verdict, tree = self._gate(job, workspace, parent_manifest, log_dir)
             except SandboxViolation as exc:
-                return ExpansionRejected(f"proposer failed: {exc}")
+                return ExpansionRejected(f"proposer failed: {exc}", kind="gate")
             proposal = replace(proposal, diff=diff)
             if self.llm is None and (proposal.tokens or proposal.cost_usd):  # else metered per call
                 self.archive.add_usage(job.job_id, proposal.tokens, proposal.cost_usd)
             if not verdict.admitted:
-                return ExpansionRejected(verdict.reason, diff, proposal)
+                return ExpansionRejected(verdict.reason, diff, proposal, kind=verdict.kind)
             meta = {
                 "proposer": self.proposer_name,
                 **proposal.meta,
@@ -155,10 +155,10 @@ class Runner:
         try:
             return self.proposer.propose(parent, workspace, context)
         except (ProposalFailed, ConfigError, SandboxViolation) as exc:
-            return ExpansionRejected(f"proposer failed: {exc}")
+            return ExpansionRejected(f"proposer failed: {exc}", kind=getattr(exc, "kind", "other"))
         except BudgetExhausted as exc:  # the job's cap is the candidate's limit; the study's is not
             if exc.scope == "job":
-                return ExpansionRejected(f"proposer failed: {exc}")
+                return ExpansionRejected(f"proposer failed: {exc}", kind="budget")
             raise InfrastructureError(str(exc), retryable=False) from exc
 
     def _gate(
@@ -184,7 +184,9 @@ class Runner:
         the RayRunner runs it as a Ray task)."""
         return smoke_check(code, parent_manifest, self.sandbox, self.gate, self._labels(job))
 
-    def _context(self, job: Expand, parent: Agent, log_dir: Path) -> ProposalContext:
+    def _context(
+        self, job: Expand, parent: Agent, log_dir: Path, protected: tuple[str, ...] = ()
+    ) -> ProposalContext:
         index = self.archive.index
         agents = dict(index.agents)
         evaluations = list(index.evaluations.values())
@@ -197,6 +199,7 @@ class Runner:
         for ev in evaluations:
             means.setdefault(ev.agent_id, []).append(ev.score)
         return ProposalContext(
+            protected=protected,
             job_id=job.job_id,
             study_dir=self.archive.root,
             log_dir=log_dir,

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from metasearch.archive.recovery import live_owner
-from metasearch.report import StudyView, best_of, load_view, status_of
+from metasearch.report import StudyView, best_of, failure_kinds, load_view, status_of
 from metasearch.types import Evaluate, Expand
 
 LEASE_TIMEOUT_S = 30.0  # as `metasearch resume`: a process silent for longer no longer runs the study
@@ -103,6 +103,8 @@ def _agents_table(view: StudyView) -> Table:
         table.add_row(state, str(count))
     table.add_row("[bold]all[/]", f"[bold]{len(view.index.agents)}[/]")
     table.add_row("failed expansions", str(len(view.index.failed_expansions)))
+    for kind, count in failure_kinds(view.index.failed_expansions).items():
+        table.add_row(f"  {kind}", str(count))
     table.add_row("evaluations recorded", str(len(view.index.evaluations)))
     for task_id, reason in view.index.retired_tasks.items():  # cannot be graded here (errors.TaskUnfit)
         table.add_row(f"retired task {task_id}", (reason.splitlines() or [""])[0][:80])

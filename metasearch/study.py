@@ -276,10 +276,10 @@ class Study:
             self._finished_expansions += 1
             return AgentAdded(outcome.agent, outcome.proposal)
         if isinstance(job, Expand) and isinstance(outcome, ExpansionRejected):
-            self.archive.fail_expansion(job, outcome.reason, outcome.diff)
+            self.archive.fail_expansion(job, outcome.reason, outcome.diff, kind=outcome.kind)
             self.tree.expansion_finished(job.parent_id, failed=True)
             self._finished_expansions += 1
-            return ExpansionFailed(job, outcome.reason)
+            return ExpansionFailed(job, outcome.reason, outcome.kind)
         raise MetasearchError(f"outcome {type(outcome).__name__} does not fit job {job.kind}")
 
     def _unreserve(self, job: Job) -> None:

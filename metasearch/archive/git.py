@@ -300,7 +300,7 @@ class GitArchive:
             {"op": "drift_accepted", "conditions": conditions, "differences": differences, "record": record}
         )
 
-    def fail_expansion(self, job: Expand, reason: str, diff: str = "") -> None:
+    def fail_expansion(self, job: Expand, reason: str, diff: str = "", *, kind: str = "other") -> None:
         """Journal a rejected expansion; a non-empty ``diff`` is kept as logs/<job_id>/rejected.diff (its
         first ``KEPT_DIFF`` characters: one rejected for its size could fill the disk)."""
         diff_path = None
@@ -314,6 +314,7 @@ class GitArchive:
                 "job_id": job.job_id,
                 "parent_id": job.parent_id,
                 "reason": reason,
+                "kind": kind,
                 "diff_path": diff_path,
             }
         )

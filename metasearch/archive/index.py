@@ -97,6 +97,7 @@ class ArchiveIndex:
                     "job_id": job_id,
                     "parent_id": event["parent_id"],
                     "reason": event["reason"],
+                    "kind": event.get("kind", "other"),
                     "diff_path": event.get("diff_path"),
                 }
             )

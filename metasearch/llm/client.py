@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import openai
 
 from metasearch.errors import ConfigError, InfrastructureError, MetasearchError
@@ -70,6 +71,8 @@ class LLMClient:
             max_retries=max_retries,  # its default pool allows 1,000 concurrent connections
         )
         self._model = model
+        self._context: int | None = None
+        self._tokenize: bool | None = None
         self.trace = trace  # spans go to mlflow's active tracking URI and experiment
 
     @classmethod
@@ -116,9 +119,39 @@ class LLMClient:
         out = []
         for m in models:
             extra = getattr(m, "model_extra", None) or {}
-            entry = {"id": m.id, "owned_by": getattr(m, "owned_by", None), "root": extra.get("root")}
+            entry = {
+                "id": m.id,
+                "owned_by": getattr(m, "owned_by", None),
+                "root": extra.get("root"),
+                "max_model_len": extra.get("max_model_len"),
+            }
             out.append({k: v for k, v in entry.items() if v is not None})
         return out
+
+    def context_tokens(self) -> int | None:
+        """The served context length (``max_model_len`` at ``/v1/models``, as vLLM reports it), cached; None
+        when the endpoint does not say."""
+        if self._context is None:
+            entry = next((m for m in self.served_models() if m["id"] == self.model), None)
+            value = entry.get("max_model_len") if entry else None
+            self._context = int(value) if isinstance(value, int) and value > 0 else 0
+        return self._context or None
+
+    def count_tokens(self, messages: list[dict[str, str]]) -> int | None:
+        """The prompt's tokens as the server counts them, chat template included (vLLM's ``/tokenize``);
+        None when the endpoint has no such route."""
+        if self._tokenize is False:
+            return None
+        url = self.base_url.removesuffix("/v1") + "/tokenize"
+        try:
+            reply = httpx.post(url, json={"model": self.model, "messages": messages}, timeout=60)
+            count = reply.json().get("count") if reply.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            count = None
+        if not isinstance(count, int):
+            self._tokenize = False  # not a vLLM server: estimate from characters from now on
+            return None
+        return count
 
     def chat(self, messages: list[dict[str, str]], *, job_id: str | None = None, **kw: Any) -> ChatResult:
         """One chat completion. ``kw`` goes to the endpoint (temperature, stop, ...)."""

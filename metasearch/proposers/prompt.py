@@ -3,14 +3,20 @@
 Sections, in order of priority: the suite's description, the parent's failed evaluations (task statement,
 the agent's own log excerpt, score and flags), the lineage's earlier attempts with score changes, and the
 parent's code. Long parts are truncated with explicit markers so the model knows something is missing.
+``fit`` shrinks the character budget until the prompt fits the served model's context in tokens, and names
+what was left out.
 Hidden tests and grader files never appear: evaluations contribute only what the agent itself printed and
 the grade's one-line reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import fnmatch
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from metasearch.types import Agent, Evaluation
 
@@ -32,8 +38,64 @@ def truncate(text: str, limit: int, *, keep: str = "tail") -> str:
     return marker + text[-limit:]
 
 
-def code_listing(root: Path, budget: int) -> str:
-    """The agent's text files, each fenced and labelled with its path, within ``budget`` characters."""
+CHARS_PER_TOKEN = 3.0  # an estimate on the safe side for code, when the server cannot count
+OMITTED = re.compile(r"^--- (\S+)\n\[file omitted|\[\.\.\. (\d+) characters truncated", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A prompt fitted to the context: its size in characters and tokens (``counted`` says whether the
+    server counted them), the model's context, and what was left out to fit."""
+
+    prompt: str
+    chars: int
+    tokens: int
+    counted: bool
+    context: int | None
+    left_out: list[str] = field(default_factory=list)
+
+    def as_record(self) -> dict[str, Any]:
+        return {
+            "chars": self.chars,
+            "prompt_tokens": self.tokens,
+            "counted_by_server": self.counted,
+            "context_tokens": self.context,
+            "left_out": self.left_out,
+        }
+
+
+def fit(
+    build: Callable[[int], str],
+    count: Callable[[str], int | None],
+    *,
+    chars: int,
+    room: int | None,
+    context: int | None,
+) -> Fitted:
+    """The prompt ``build(budget)`` for the largest budget (at most ``chars``) whose tokens fit ``room``:
+    counted by ``count`` (the server's tokenizer, chat template included) or estimated when it cannot."""
+    budget = chars
+    for _ in range(6):
+        prompt = build(budget)
+        counted = count(prompt)
+        tokens = counted if counted is not None else int(len(prompt) / CHARS_PER_TOKEN) + 1
+        if room is None or tokens <= room:
+            return Fitted(prompt, budget, tokens, counted is not None, context, left_out(prompt))
+        budget = max(200, int(budget * room / tokens * 0.9))
+    return Fitted(prompt, budget, tokens, counted is not None, context, left_out(prompt))
+
+
+def left_out(prompt: str) -> list[str]:
+    """What a fitted prompt says it left out: omitted files and truncated passages."""
+    found = []
+    for match in OMITTED.finditer(prompt):
+        found.append(f"file {match.group(1)}" if match.group(1) else f"{match.group(2)} characters")
+    return found
+
+
+def code_listing(root: Path, budget: int, *, protected: Sequence[str] = ()) -> str:
+    """The agent's text files, each fenced and labelled with its path, within ``budget`` characters; files
+    matching ``protected`` (which no edit may touch) are named but not shown."""
     parts: list[str] = []
     used = 0
     files = sorted(
@@ -42,6 +104,9 @@ def code_listing(root: Path, budget: int) -> str:
     for path in files:
         rel = path.relative_to(root).as_posix()
         if path.suffix not in TEXT_SUFFIXES and path.name not in {"Makefile", "Dockerfile"}:
+            continue
+        if any(fnmatch.fnmatch(rel, pattern) for pattern in protected):
+            parts.append(f"--- {rel} (protected: not shown, not editable)\n")
             continue
         try:
             body = path.read_text()

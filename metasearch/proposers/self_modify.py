@@ -59,7 +59,9 @@ class SelfModifyProposer:
     def propose(self, parent: Agent, workspace: Path, context: ProposalContext) -> Proposal:
         manifest = load_manifest(workspace)
         if manifest.entry.self_improve is None:
-            raise ProposalFailed(f"agent {manifest.name!r} declares no self_improve entry point")
+            raise ProposalFailed(
+                f"agent {manifest.name!r} declares no self_improve entry point", kind="self_improve"
+            )
         from metasearch.llm.gateway import FORWARDER_PATH, SOCKET_DIR, SOCKET_PATH
         from metasearch.llm.service import LLMService, RemoteLLM
 
@@ -105,7 +107,9 @@ class SelfModifyProposer:
         tokens = usage.tokens
         if not result.ok:
             raise ProposalFailed(
-                f"self_improve failed ({result.reason or f'exit {result.exit_code}'}): {result.stderr[-500:]}"
+                f"self_improve failed ({result.reason or f'exit {result.exit_code}'}): {result.stderr[-500:]}",
+                kind="self_improve",
+                tokens=tokens,
             )
         summary = next((line for line in result.stdout.splitlines() if line.strip()), "self-modification")
         return Proposal(

@@ -302,6 +302,7 @@ class RayRunner(Runner):
             "agents": dict(context.agents),
             "evaluations": list(context.evaluations),
             "extra": {k: v for k, v in context.extra.items() if not callable(v)},
+            "protected": tuple(context.protected),
         }
         sandbox, study, study_id = self._study_args()
         job = Expand(parent_id=parent.id, job_id=context.job_id)
@@ -325,11 +326,11 @@ class RayRunner(Runner):
         ray_jobs.unpack(out["logs"], context.log_dir)
         self._raise_infra(out)
         if out["rejected"]:
-            return ExpansionRejected(out["rejected"])
+            return ExpansionRejected(out["rejected"], kind=out.get("kind", "other"))
         try:
             _replace_files(workspace, out["workspace"])
         except (tarfile.TarError, OSError) as exc:
-            return ExpansionRejected(f"unsafe workspace from the proposer: {exc}")
+            return ExpansionRejected(f"unsafe workspace from the proposer: {exc}", kind="gate")
         proposal: Proposal = out["proposal"]
         return proposal
 

@@ -169,9 +169,11 @@ def propose(
             out["workspace"] = pack(workspace, compress=True)
         except (ProposalFailed, ConfigError, SandboxViolation) as exc:
             out["rejected"] = f"proposer failed: {exc}"
+            out["kind"] = getattr(exc, "kind", "other")
         except BudgetExhausted as exc:  # the job's cap is the candidate's limit; the study's is not
             if exc.scope == "job":
                 out["rejected"] = f"proposer failed: {exc}"
+                out["kind"] = "budget"
             else:
                 out["infra"] = {"message": str(exc), "retryable": False}
         except InfrastructureError as exc:

@@ -56,6 +56,9 @@ class JournalReplay:
         self.errors: Counter[str] = Counter()
         self.conditions: dict[str, set[str]] = {}  # agent id -> conditions hashes of its evaluations
         self.failed: Counter[str] = Counter()
+        self.failed_kinds: Counter[str] = (
+            Counter()
+        )  # failed expansions by class (proposers.base.FAILURE_KINDS)
         self.evaluations = 0
         self.tokens = 0
         self.cost_usd = 0.0
@@ -276,10 +279,12 @@ class JournalReplay:
         self.tree.expansion_started(parent)
         self.tree.expansion_finished(parent, failed=True)
         self.failed[parent] += 1
+        self.failed_kinds[str(event.get("kind", "other"))] += 1
         if batch is None:
             return
         batch.metric(parent, "failed_expansions", self.failed[parent], self._ts_ms, self.failed[parent])
         batch.tag(parent, "metasearch.last_failure", str(event.get("reason", ""))[:500])
+        batch.tag(parent, "metasearch.last_failure_kind", str(event.get("kind", "other")))
         diff = event.get("diff_path")
         if diff and (self.study_dir / diff).is_file():
             batch.artifact(
@@ -297,6 +302,8 @@ class JournalReplay:
             ("cost_usd", self.cost_usd),
         ):
             batch.metric(STUDY, key, value, ts, step)
+        for kind, count in self.failed_kinds.items():
+            batch.metric(STUDY, f"expansions_failed.{safe_name(kind)}", count, ts, step)
         for agent_id in self._touched:
             s, n = self.tree.clade(agent_id)
             batch.metric(agent_id, "cmp", s / n, ts, step)

@@ -26,6 +26,7 @@ JSON_KEYS = [
     "finished",
     "provenance",  # added later: keys are only ever added, never changed
     "retired_tasks",
+    "expansions_failed_by_kind",
 ]
 
 

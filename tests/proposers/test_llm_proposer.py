@@ -100,7 +100,7 @@ def test_the_meta_agent_edits_and_bad_proposals_are_rejected_with_reasons(tmp_pa
                     "study": {"name": "meta", "seeds": [str(seed)], "workers": 1},
                     "budget": {"evaluations": 12, "expansions": 5, "wall_time_s": 300},
                     "scheduler": {"name": "greedy"},
-                    "proposer": {"name": "llm", "mode": "diff"},
+                    "proposer": {"name": "llm", "edit_format": "diff", "retries": 0, "reply_tokens": 8000},
                     "suite": {"name": "training", "subset": "smoke", "time_budget_s": 2},
                     "sandbox": {"name": "local"},
                     "llm": {"base_url": llm.base_url, "api_key_env": None},
@@ -129,10 +129,12 @@ def test_the_meta_agent_edits_and_bad_proposals_are_rejected_with_reasons(tmp_pa
             assert "majority" in (code / "solve.py").read_text()
     reasons = [f["reason"] for f in index.failed_expansions]
     assert len(reasons) == 4, reasons
-    assert any("no ```diff block" in r for r in reasons), reasons
-    assert any("malformed diff" in r for r in reasons), reasons
+    assert any("no edit found" in r for r in reasons), reasons
+    assert any("solve.py: the SEARCH lines are not in the file" in r for r in reasons), reasons
     assert any("protected" in r and "tests/test_more.py" in r for r in reasons), reasons
     assert any("too large" in r for r in reasons), reasons
+    kinds = sorted(f["kind"] for f in index.failed_expansions)
+    assert kinds == ["apply_failed", "gate", "gate", "no_edit"], kinds
     # Each rejected proposal keeps its diff (when there was one) and the transcript in the job's logs.
     logs = launched.archive.root / "logs"
     assert sum(1 for _ in logs.glob("*/transcript.jsonl")) == 5

