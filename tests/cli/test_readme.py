@@ -1,4 +1,5 @@
-"""Every ```bash block of README.md runs as written, in a fresh shell, after the set-up commands.
+"""Every ```bash block of README.md and of the pages under docs/ runs as written, in a fresh shell, after the
+set-up commands.
 
 The rule: a fresh shell is ``env -i`` with only HOME, a system PATH, LANG (and PYTHONPATH when the tests
 themselves run with one), in which ``source .venv/bin/activate`` has run: set-up command 1 does exactly
@@ -11,6 +12,8 @@ the line before a block's fence decides where it runs:
   repository's;
 - ``<!-- readme-test: skip: REASON -->``: not run (set-up itself, minutes-long runs, downloads), and the
   reason must be given.
+
+The documentation pages follow the same rule, so a command a page tells a user to type is a command that works.
 """
 
 from __future__ import annotations
@@ -35,9 +38,14 @@ class Block:
     code: str
     mode: str  # "root" | "study" | "skip"
     reason: str = ""
+    file: str = "README.md"
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
 
 
-def bash_blocks(text: str) -> list[Block]:
+def bash_blocks(text: str, file: str = "README.md") -> list[Block]:
     lines = text.splitlines()
     blocks, i = [], 0
     while i < len(lines):
@@ -51,15 +59,28 @@ def bash_blocks(text: str) -> list[Block]:
             mode, reason = "root", ""
             if previous.startswith("<!-- readme-test"):
                 match = MARKER.match(previous)
-                assert match, f"README.md:{start}: malformed marker {previous!r}"
+                assert match, f"{file}:{start}: malformed marker {previous!r}"
                 mode = "skip" if match.group("reason") else "study"
                 reason = match.group("reason") or ""
-            blocks.append(Block(start, "\n".join(body), mode, reason))
+            blocks.append(Block(start, "\n".join(body), mode, reason, file))
         i += 1
     return blocks
 
 
-BLOCKS = bash_blocks((ROOT / "README.md").read_text())
+def documented_files() -> list[Path]:
+    """README.md and every documentation page (the site's own build code under docs/hooks aside)."""
+    pages = sorted(
+        p for p in (ROOT / "docs").rglob("*.md") if "hooks" not in p.relative_to(ROOT / "docs").parts
+    )
+    return [ROOT / "README.md", *pages]
+
+
+BLOCKS = [
+    block
+    for path in documented_files()
+    for block in bash_blocks(path.read_text(), str(path.relative_to(ROOT)))
+]
+README_BLOCKS = [b for b in BLOCKS if b.file == "README.md"]
 
 
 def activate_script() -> Path:
@@ -84,24 +105,30 @@ def fresh_shell(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_rule_covers_the_readme() -> None:
-    assert BLOCKS, "README.md has bash blocks"
-    assert any(b.mode == "root" for b in BLOCKS) and any(b.mode == "study" for b in BLOCKS)
+    assert README_BLOCKS, "README.md has bash blocks"
+    assert any(b.mode == "root" for b in README_BLOCKS) and any(b.mode == "study" for b in README_BLOCKS)
     for block in BLOCKS:
-        assert block.mode != "skip" or len(block.reason) > 10, (
-            f"README.md:{block.line}: say why it is skipped"
-        )
-    setup = BLOCKS[0]
+        assert block.mode != "skip" or len(block.reason) > 10, f"{block.where}: say why it is skipped"
+    setup = README_BLOCKS[0]
     assert "bash .ci/setup && source .venv/bin/activate" in setup.code and setup.mode == "skip"
+
+
+def test_the_rule_covers_the_docs() -> None:
+    """The how-to pages are read too: getting started has blocks of both kinds that run."""
+    started = [b for b in BLOCKS if b.file == "docs/getting-started.md"]
+    assert any(b.mode == "root" for b in started) and any(b.mode == "study" for b in started)
+    assert {b.file for b in BLOCKS} >= {"README.md", "docs/getting-started.md", "docs/testing.md"}
 
 
 def test_the_parser_reads_markers() -> None:
     text = "x\n<!-- readme-test: skip: downloads 3 GB -->\n\n```bash\na\nb\n```\n```bash\nc\n```\n"
     assert bash_blocks(text) == [Block(4, "a\nb", "skip", "downloads 3 GB"), Block(8, "c", "root")]
+    assert bash_blocks(text, "docs/x.md")[1].where == "docs/x.md:8"
     with pytest.raises(AssertionError, match="malformed"):
         bash_blocks("<!-- readme-test: skip -->\n```bash\na\n```\n")
 
 
-@pytest.mark.parametrize("block", [b for b in BLOCKS if b.mode != "skip"], ids=lambda b: f"line{b.line}")
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.mode != "skip"], ids=lambda b: b.where)
 def test_block_runs_verbatim(block: Block, tmp_path: Path) -> None:
     cwd = ROOT
     if block.mode == "study":
@@ -113,7 +140,7 @@ def test_block_runs_verbatim(block: Block, tmp_path: Path) -> None:
         archive.close()
     result = fresh_shell(block.code, cwd)
     assert result.returncode == 0, (
-        f"README.md:{block.line}:\n{block.code}\n--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
+        f"{block.where}:\n{block.code}\n--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
     )
 
 

@@ -1,4 +1,4 @@
-"""``metasearch status``: aligned tables for a person, ``--json`` unchanged (README documents it)."""
+"""``metasearch status``: aligned tables for a person, ``--json`` unchanged (docs/commands.md documents it)."""
 
 from __future__ import annotations
 
