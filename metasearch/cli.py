@@ -1,7 +1,7 @@
 """The ``metasearch`` command line: run, resume, status, tree, best, export, promote, task, ui, bench, tune,
 sim, images, models, doctor, diff-runs.
 
-``--json`` outputs are a stable interface for other tools; their fields are documented in README.md.
+``--json`` outputs are a stable interface for other tools; their fields are documented in docs/commands.md.
 """
 
 from __future__ import annotations

@@ -190,10 +190,7 @@ def _key_fix(message: str, suite: str, options: dict[str, Any]) -> str:
     if "pip install" in message:
         return message[message.index("pip install") :].split(")")[0]
     if "CUDA" in message:
-        return (
-            "run where torch sees a CUDA GPU (a CUDA build of torch: README, Running on GPUs), "
-            f"or -o {key}=cpu"
-        )
+        return f"run where torch sees a CUDA GPU (a CUDA build of torch: docs/gpus.md), or -o {key}=cpu"
     path = options.get(key.removeprefix("suite."))
     if (suite, key) in DATASET_FIXES and path and "does not exist" in message:
         return DATASET_FIXES[suite, key].format(path=path) + f" (or set {key})"

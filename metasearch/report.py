@@ -73,7 +73,7 @@ def status_dict(study_dir: Path) -> dict[str, Any]:
 
 
 def status_of(view: StudyView, study_dir: Path, best: str | None = None) -> dict[str, Any]:
-    """``status --json`` (a stable interface: README documents its fields); ``best`` when known already."""
+    """``status --json`` (a stable interface: docs/commands.md documents its fields); ``best`` when known already."""
     budget = view.resolved.config.budget
     return {
         "study": Path(study_dir).name,

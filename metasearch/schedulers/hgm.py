@@ -14,7 +14,7 @@
   keeping posterior means and shrinking their spread, so choices grow greedier as the budget runs out.
 
 Defaults: the paper's (``hgm-paper`` below), because no addition measured better on every landscape family
-of ``metasearch bench schedulers`` (README, "Scheduler benchmark"). Our additions, off by default:
+of ``metasearch bench schedulers`` (docs/benchmarks.md). Our additions, off by default:
 ``pending_aware`` counts expansions already in flight under a parent as virtual failures of its clade
 (so parallel workers spread out), ``count_failed_expansions`` counts a parent's failed expansions as
 failures of its clade (a parent whose children never compile is not productive), and

