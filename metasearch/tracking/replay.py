@@ -285,11 +285,14 @@ class JournalReplay:
         batch.metric(parent, "failed_expansions", self.failed[parent], self._ts_ms, self.failed[parent])
         batch.tag(parent, "metasearch.last_failure", str(event.get("reason", ""))[:500])
         batch.tag(parent, "metasearch.last_failure_kind", str(event.get("kind", "other")))
+        where = f"failed_expansions/{safe_name(str(event.get('job_id')))}"
         diff = event.get("diff_path")
         if diff and (self.study_dir / diff).is_file():
-            batch.artifact(
-                parent, str(self.study_dir / diff), f"failed_expansions/{safe_name(str(event.get('job_id')))}"
-            )
+            batch.artifact(parent, str(self.study_dir / diff), where)
+        logs = self.study_dir / "logs" / safe_name(str(event.get("job_id")))
+        for name in ("transcript.jsonl", "llm.jsonl", "self_improve.log"):  # what the model wrote
+            if (logs / name).is_file() and not (logs / name).is_symlink():
+                batch.artifact(parent, str(logs / name), where)
 
     def _close_batch(self, batch: Batch) -> None:
         """Series that describe the state after the batch: study counters, best belief, clade means."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from tracking_helpers import (
 )
 
 from metasearch.archive import GitArchive
+from metasearch.proposers.base import FAILURE_KINDS
 from metasearch.tracking import store
 from metasearch.tracking.mlflow_callback import MirrorBusy, MlflowMirror, sync
 
@@ -89,6 +90,8 @@ def test_a_study_is_mirrored_run_by_run(tmp_path: Path) -> None:
     assert metrics["tree_size"] == len(index.agents)
     assert metrics["evaluations"] == len(index.evaluations)
     assert metrics["expansions_failed"] == len(index.failed_expansions) > 0
+    kinds = Counter(f["kind"] for f in index.failed_expansions)
+    assert {k: metrics[f"expansions_failed.{k}"] for k in kinds} == kinds
     assert metrics["tokens"] == index.tokens > 0
     history = client.get_metric_history(study_run.info.run_id, "evaluations")
     assert [m.value for m in history] == sorted(m.value for m in history) and len(history) > 1
@@ -153,6 +156,7 @@ def test_a_study_is_mirrored_run_by_run(tmp_path: Path) -> None:
         if agent_id in failed_parents:
             assert data.metrics["failed_expansions"] == len(failed_parents[agent_id])
             assert {f"failed_expansions/{j}/rejected.diff" for j in failed_parents[agent_id]} <= files
+            assert data.tags["metasearch.last_failure_kind"] in FAILURE_KINDS
     assert any(r.data.tags.get("metasearch.flags") for r in agent_runs.values()), (
         "the fake flags ~30% of runs"
     )
