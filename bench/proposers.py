@@ -61,7 +61,9 @@ def control(body: dict[str, Any]) -> str:
     """The scripted control: a valid edit of knobs.json in whatever format the prompt asks for."""
     prompt = body["messages"][-1]["content"]
     lr = 0.01 + 0.001 * len(prompt) % 0.05
-    if "JSON object holding the settings" in prompt:  # the trainer's own self_improve
+    if prompt.startswith(
+        "You tune"
+    ):  # the trainer's own self_improve (the meta-agent's prompt lists its code)
         return json.dumps({"lr": round(lr, 4), "epochs": 60})
     knobs = json.loads(re.search(r"--- knobs\.json\n```\n(.*?)\n```", prompt, re.DOTALL).group(1))  # type: ignore[union-attr]
     new = {**knobs, "lr": round(lr, 4), "epochs": 60, "optimizer": "adam"}

@@ -12,6 +12,7 @@ from rich.console import Console
 from studies import make_study
 
 from metasearch.status_view import duration, print_status
+from metasearch.types import Expand
 
 ROOT = Path(__file__).resolve().parents[2]
 JSON_KEYS = [
@@ -122,3 +123,33 @@ def test_duration() -> None:
         "1h 00m",
         "1d 02h",
     ]
+
+
+def test_failed_expansions_are_counted_by_class(tmp_path: Path) -> None:
+    study, archive = make_study(tmp_path, open_jobs=False)
+    try:
+        for i, kind in enumerate(["no_edit", "truncated", "no_edit"]):
+            archive.fail_expansion(
+                Expand(parent_id="a00000", job_id=f"fail-{i}"), f"proposer failed: {kind}", kind=kind
+            )
+    finally:
+        archive.close()
+    text = render(study, 0.0)
+    states = {
+        line.split("│")[0].strip(): line.split("│")[1].strip()
+        for line in text.splitlines()
+        if line.count("│") == 1
+    }
+    assert states["failed expansions"] == "3" and states["no_edit"] == "2" and states["truncated"] == "1", (
+        states
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "metasearch.cli", "status", str(study), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    data = json.loads(result.stdout)
+    assert data["expansions_failed"] == 3
+    assert data["expansions_failed_by_kind"] == {"no_edit": 2, "truncated": 1}
+    assert list(data["expansions_failed_by_kind"]) == ["no_edit", "truncated"]  # most frequent first
