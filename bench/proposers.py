@@ -38,6 +38,7 @@ PROPOSERS = {
     "llm-whole": {"name": "llm", "edit_format": "whole"},
     "llm-search_replace": {"name": "llm", "edit_format": "search_replace"},
     "llm-diff": {"name": "llm", "edit_format": "diff"},
+    "llm-whole-fp": {"name": "llm", "edit_format": "whole", "frequency_penalty": 0.5},
     "self": {"name": "self", "timeout_s": 300},
     "knobs": {"name": "knobs", "mode": "mutate", "mutate_k": 1, "min_evaluations": 1},
 }

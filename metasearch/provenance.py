@@ -46,6 +46,7 @@ SAMPLING_KEYS = frozenset(
         "top_k",
         "min_p",
         "max_tokens",
+        "reply_tokens",
         "seed",
         "stop",
         "presence_penalty",

@@ -98,6 +98,8 @@ class LLMProposer:
         allow_grader_files: bool = False
         """Show the meta-agent the hidden grader files of the parent's weakest tasks (off: never)."""
         temperature: float = Field(0.7, ge=0, le=2)
+        frequency_penalty: float | None = Field(None, ge=-2, le=2)
+        """Sent when set: small models loop less with a penalty (see ``metasearch bench proposers``)."""
 
     def __init__(
         self, config: Config, *, study_dir: Path, llm: Any = None, model: ChatModel | None = None, **_: Any
@@ -182,7 +184,9 @@ class LLMProposer:
         return fit(build, count, chars=self.config.context_chars, room=room, context=context)
 
     def _chat(self, messages: list[dict[str, str]], context: ProposalContext, transcript: Path) -> ChatResult:
-        kw = {"temperature": self.config.temperature, "max_tokens": self.config.reply_tokens}
+        kw: dict[str, Any] = {"temperature": self.config.temperature, "max_tokens": self.config.reply_tokens}
+        if self.config.frequency_penalty is not None:
+            kw["frequency_penalty"] = self.config.frequency_penalty
         try:
             result = self.model.chat(messages, job_id=context.job_id, **kw)
         except LLMError as exc:
