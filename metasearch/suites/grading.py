@@ -1,9 +1,11 @@
-"""What every suite's grading shares: the fresh grading run, and reading the grader's verdict.
+"""What every suite's grading shares: the one host-side runner of graders, and its policy on faults.
 
 A grader is a script that runs in a *fresh* sandbox with the hidden files and the candidate's artifact
-mounted read-only, and prints one JSON object as its last stdout line: ``{"score", "metrics", "flags",
-"error"}``. ``grade`` runs it; anything else the sandbox reports (crash, timeout, garbage) becomes a
-grading failure with the reason, never an exception.
+mounted read-only, and prints one line of the grader contract (``contract.py``) last: a verdict, a
+candidate failure, or a grader fault. ``run_grader`` runs it and owns what follows: a grader fault (or a
+grader that printed nothing readable, crashed, or ran out of time or memory) is retried, with the memory
+it asked for (``need_mb``) within the cap, and then raised as ``errors.TaskUnfit``, so the study retires
+the task with the reason instead of charging the candidate a 0.
 
 Test-based suites (code-edit, polyglot, SWE-bench) share more: the grader-side package ``testrun``
 (mounted read-only at ``TESTRUN_MOUNT``) whose verdicts come from two harnesses reporting over private
@@ -12,18 +14,24 @@ channels, and its static tamper scan; ``TAMPER`` results come back flagged so th
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from metasearch.errors import TaskUnfit
 from metasearch.sandboxes.protocol import ExecResult, Limits, Mount, RunSpec, Sandbox
 from metasearch.suites import testrun
+from metasearch.suites.contract import CandidateFailure, GraderFault, Judged, Outcome, parse_line
 from metasearch.suites.protocol import TaskResult
+
+log = logging.getLogger(__name__)
 
 GRADER_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 TESTRUN_DIR = Path(testrun.__file__).resolve().parent
 TESTRUN_MOUNT = "/grader-lib/testrun"
 TAMPER = "tamper_suspect"
+ATTEMPTS = 3  # grading runs of one artifact at most: each one the room the grader asked for in the last
+RETRIES = 1  # reruns of a grader fault that asked for no more memory (a flaky disk, a daemon hiccup)
 
 
 def testrun_mount() -> Mount:
@@ -42,16 +50,24 @@ def grade(
     mounts: Sequence[Mount],
     *,
     timeout_s: float,
+    what: str,
     memory_mb: int = 2048,
     workdir: str = "/tmp",
     env: Mapping[str, str] | None = None,
+    runs_candidate: bool = True,
 ) -> TaskResult:
-    """Run a grader script in a fresh sandbox run and parse its verdict."""
-    return parse_grader_output(
-        run_grader(
-            sandbox, command, mounts, timeout_s=timeout_s, memory_mb=memory_mb, workdir=workdir, env=env
-        )
-    )
+    """``run_grader``'s verdict as the TaskResult the suite returns (raises as it does)."""
+    return run_grader(
+        sandbox,
+        command,
+        mounts,
+        timeout_s=timeout_s,
+        what=what,
+        memory_mb=memory_mb,
+        workdir=workdir,
+        env=env,
+        runs_candidate=runs_candidate,
+    ).task_result()
 
 
 def run_grader(
@@ -60,41 +76,102 @@ def run_grader(
     mounts: Sequence[Mount],
     *,
     timeout_s: float,
+    what: str,
     memory_mb: int = 2048,
+    max_memory_mb: int | None = None,
     pids: int | None = None,
     workdir: str = "/tmp",
     env: Mapping[str, str] | None = None,
-) -> ExecResult:
-    """Run a grader script in a fresh sandbox run; its raw result (for graders that print more than a
-    verdict, such as a trusted run that learns the expected test ids). ``pids`` left None: the sandbox's."""
-    spec = RunSpec(
-        command=list(command),
-        mounts=tuple(mounts),
-        workdir=workdir,
-        env={**GRADER_ENV, **(env or {})},
-        limits=Limits(timeout_s=timeout_s, memory_mb=memory_mb, pids=pids),
-        labels={"metasearch.role": "grader"},
+    runs_candidate: bool = True,
+    resized: Callable[[int], None] | None = None,
+    hint: str = "",
+) -> Judged:
+    """Run a grader script in a fresh sandbox run and read its last line (``read_outcome``); a grader
+    fault goes through ``settle``'s policy (retried, then ``TaskUnfit`` naming ``what`` and ``hint``).
+
+    ``runs_candidate``: the grading run executes candidate code, so a rule of the sandbox broken during it
+    (a full ``/tmp``) is the candidate's doing. ``pids`` left None: the sandbox's. ``max_memory_mb``: how
+    far a grader's ``need_mb`` may grow the run (default: not beyond ``memory_mb``); ``resized`` is told
+    each new size. Sandbox errors (the daemon down) raise as they do."""
+
+    def attempt(memory: int) -> Outcome:
+        spec = RunSpec(
+            command=list(command),
+            mounts=tuple(mounts),
+            workdir=workdir,
+            env={**GRADER_ENV, **(env or {})},
+            limits=Limits(timeout_s=timeout_s, memory_mb=memory, pids=pids),
+            labels={"metasearch.role": "grader"},
+        )
+        return read_outcome(sandbox.run(spec), runs_candidate=runs_candidate, memory_mb=memory)
+
+    return settle(
+        attempt, what=what, memory_mb=memory_mb, max_memory_mb=max_memory_mb, resized=resized, hint=hint
     )
-    return sandbox.run(spec)
 
 
-def parse_grader_output(result: ExecResult) -> TaskResult:
-    """A grader prints one JSON object as its last stdout line; anything else is a grading failure."""
+def settle(
+    attempt: Callable[[int], Outcome],
+    *,
+    what: str,
+    memory_mb: int = 0,
+    max_memory_mb: int | None = None,
+    resized: Callable[[int], None] | None = None,
+    hint: str = "",
+) -> Judged:
+    """The policy on grader faults, for any grader (``attempt(memory_mb)`` runs it once): a verdict or a
+    candidate failure is returned as it is; a fault asking for more memory than the cap raises
+    ``TaskUnfit`` at once; one asking for more within it is run again with that (``resized`` told); any
+    other fault is run again ``RETRIES`` times; then ``TaskUnfit`` with the last reason, so the study
+    retires the task. A grader fault is never a candidate's score."""
+    cap = max(memory_mb, max_memory_mb or memory_mb)
+    retried = 0
+    for n in range(1, ATTEMPTS + 1):
+        outcome = attempt(memory_mb)
+        if not isinstance(outcome, GraderFault):
+            return outcome
+        fault, need = outcome, outcome.need_mb or 0
+        if need > cap:
+            raise TaskUnfit(
+                f"{what}: {fault.reason}; over the cap of {cap} MB (suite.memory_limit_mb){_then(hint)}"
+            )
+        if need > memory_mb:
+            log.info("%s: the grader needs more memory: %d MB, not %d", what, need, memory_mb)
+            memory_mb = need
+            if resized is not None:
+                resized(need)
+        elif retried < RETRIES:
+            retried += 1
+            log.warning("%s: grader fault, running it again: %s", what, fault.reason)
+        else:
+            break
+        if n == ATTEMPTS:
+            break
+    raise TaskUnfit(f"{what}: {fault.reason}{_then(hint)}")
+
+
+def read_outcome(result: ExecResult, *, runs_candidate: bool = True, memory_mb: int | None = None) -> Outcome:
+    """A grading run's outcome under the contract. Its last stdout line decides, but a grader that printed
+    nothing, an unreadable line, or a run that did not end well (a crash, a timeout, an out-of-memory end)
+    after its verdict is a grader fault: the grader keeps the candidate's code to its own limits and says
+    so on that line. A rule of the sandbox broken in a run of candidate code is the candidate's failure."""
+    if result.violation and runs_candidate:
+        return CandidateFailure(f"the grading run broke a rule of the sandbox: {result.violation}")
+    ended = result.reason or f"exit code {result.exit_code}"
+    if result.oom_killed and memory_mb:
+        ended += f" (memory limit {memory_mb} MB)"
+    stderr = result.stderr.strip()[-500:]
     lines = [line for line in result.stdout.strip().splitlines() if line.strip()]
-    if not result.ok or not lines:
-        reason = result.reason or "no output"
-        return TaskResult(score=0.0, error=f"grader failed: {reason}: {result.stderr[-500:]}")
+    if not lines:
+        return GraderFault(f"the grader printed nothing ({ended}): {stderr}")
     try:
-        data = json.loads(lines[-1])
-        score = float(data["score"])
-        metrics = {str(k): float(v) for k, v in (data.get("metrics") or {}).items()}
-        flags = tuple(str(f) for f in data.get("flags") or ())
-        error = data.get("error")
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:  # (nested too deeply)
-        return TaskResult(score=0.0, error=f"grader output unreadable: {type(exc).__name__}: {exc}")
-    return TaskResult(
-        score=min(1.0, max(0.0, score)) if score == score else 0.0,  # NaN never reaches the archive
-        metrics=metrics,
-        flags=flags,
-        error=None if error is None else str(error),
-    )
+        outcome = parse_line(lines[-1])
+    except ValueError as exc:
+        return GraderFault(f"the grader's last line is unreadable ({ended}): {exc}: {stderr}"[:2000])
+    if isinstance(outcome, GraderFault) or result.ok:
+        return outcome
+    return GraderFault(f"the grader ended badly after its verdict ({ended}): {stderr}")
+
+
+def _then(hint: str) -> str:
+    return f"; {hint}" if hint else ""

@@ -25,10 +25,11 @@ jest run's ``--json`` report and verbose lines (``testrun/jest.py``), Java a gra
 the JUnit console launcher's XML report and tree (``testrun/junit.py``; no Gradle), Go ``go test -json``'s
 events and result lines (``testrun/gotest.py``). A language whose ``test_commands`` entry is overridden is
 graded by that command's exit status. The toolchains are the polyglot image's (``metasearch images build
-polyglot``, ``sandbox.image: polyglot``); a grader that finds one missing reports it and ``grade`` raises
-``InfrastructureError`` naming that command, never a 0.0. Exercises no hidden test can grade here (the
-image's known gaps, ``OFFLINE_GAPS``, and exercises marked ``.meta/.skip_tests``) are left out of the tasks
-with a warning naming each, unless ``include_offline_gaps`` or ``exercises`` asks for them.
+polyglot``, ``sandbox.image: polyglot``); a grader that finds one missing reports it as a grader fault and
+``grade`` raises ``TaskUnfit`` naming that command (the study retires the task), never a 0.0. Exercises no
+hidden test can grade here (the image's known gaps, ``OFFLINE_GAPS``, and exercises marked
+``.meta/.skip_tests``) are left out of the tasks with a warning naming each, unless ``include_offline_gaps``
+or ``exercises`` asks for them.
 """
 
 from __future__ import annotations
@@ -44,16 +45,11 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metasearch.errors import ConfigError, InfrastructureError, TaskUnfit
-from metasearch.sandboxes.protocol import ExecResult, Mount, Sandbox
+from metasearch.errors import ConfigError, TaskUnfit
+from metasearch.sandboxes.protocol import Mount, Sandbox
+from metasearch.suites.contract import Judged
 from metasearch.suites.exercise import Exercise, grading_view, hidden
-from metasearch.suites.grading import (
-    TESTRUN_MOUNT,
-    parse_grader_output,
-    run_budget,
-    run_grader,
-    testrun_mount,
-)
+from metasearch.suites.grading import TESTRUN_MOUNT, run_budget, run_grader, testrun_mount
 from metasearch.suites.kernelbench import hash_files
 from metasearch.suites.protocol import Task, TaskResult
 from metasearch.suites.testrun import scan, verdict
@@ -174,7 +170,7 @@ class PolyglotSuite:
         languages: list[str] | None = None  # None = every language present in the checkout
         exercises: list[str] | None = None  # "python/dominoes" or "python__dominoes"; None = all
         subset: str = "all"
-        include_offline_gaps: bool = False  # keep OFFLINE_GAPS (grading them raises InfrastructureError)
+        include_offline_gaps: bool = False  # keep OFFLINE_GAPS (grading them raises TaskUnfit)
         test_commands: dict[str, str] = Field(default_factory=dict)  # per-language overrides (sh -c)
         grade_timeout_s: float = Field(600.0, gt=0)  # C++ compiles Catch2 (a 650 kB header) per run
         solve_timeout_s: float = Field(1200.0, gt=0)
@@ -262,9 +258,7 @@ class PolyglotSuite:
         if ex.language in PER_TEST and ex.language not in self.config.test_commands:
             spec["expected"] = self._expected(ex, sandbox)
         spec["allowed"] = example_findings(ex)  # what the benchmark's own solution needs (rust/grep: files)
-        done = self._run(ex, "grade", spec, artifact_dir, sandbox)
-        _raise_infrastructure(ex, done)
-        return parse_grader_output(done)
+        return self._run(ex, "grade", spec, artifact_dir, sandbox).task_result()
 
     def _spec(self, ex: Exercise) -> dict[str, object]:
         timeout = self.config.grade_timeout_s
@@ -281,9 +275,10 @@ class PolyglotSuite:
 
     def _run(
         self, ex: Exercise, mode: str, spec: dict[str, object], artifact: Path, sandbox: Sandbox
-    ) -> ExecResult:
-        """One grader run. A ``grade`` run, which runs candidate code, sees the exercise without its
-        reference material (``grading_view``); the trusted ``expect`` run sees all of it."""
+    ) -> Judged:
+        """One grading (``grading.run_grader``: a grader fault such as a missing toolchain is retried, then
+        ``TaskUnfit`` naming the fix). A ``grade`` run, which runs candidate code, sees the exercise without
+        its reference material (``grading_view``); the trusted ``expect`` run sees all of it."""
         command = ["python3", GRADE_SCRIPT, mode, "/exercise", "/artifact", json.dumps(spec)]
         timeout = self.config.grade_timeout_s
         modules = ex.path / "node_modules"  # installed packages, never copied
@@ -303,6 +298,9 @@ class PolyglotSuite:
                 memory_mb=4096,
                 pids=GRADING_PIDS,
                 workdir="/exercise",
+                what=f"polyglot: cannot grade {ex.language}/{ex.name}",
+                runs_candidate=mode != "expect",
+                hint=IMAGE_FIX,
             )
 
     def _expected(self, ex: Exercise, sandbox: Sandbox) -> list[str]:
@@ -323,21 +321,12 @@ class PolyglotSuite:
 
     def example_run(self, task_id: str, sandbox: Sandbox) -> tuple[list[str], float, str | None]:
         """The trusted run of the exercise's example solution: (test ids, score, error); the ids it finds
-        become the exercise's expected ids. A missing toolchain or an unreadable run raises
-        ``InfrastructureError``."""
+        become the exercise's expected ids. A missing toolchain or a grader that fails raises ``TaskUnfit``."""
         ex = self._exercise(task_id)
         key = hash_files(ex.path, sorted(p for p in ex.path.rglob("*") if p.is_file()))
         with tempfile.TemporaryDirectory(prefix="ms-polyglot-") as empty:
-            done = self._run(ex, "expect", self._spec(ex), Path(empty), sandbox)
-        _raise_infrastructure(ex, done)
-        try:
-            found = json.loads(done.stdout.strip().splitlines()[-1])
-            ids, score, error = [str(i) for i in found["ids"]], float(found["score"]), found.get("error")
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
-            raise InfrastructureError(
-                f"polyglot: the trusted run of {ex.language}/{ex.name}'s example solution failed "
-                f"({done.reason or exc}): {done.stderr[-800:]}"
-            ) from exc
+            found = self._run(ex, "expect", self._spec(ex), Path(empty), sandbox)
+        ids, score, error = list(found.ids), found.score, found.error
         if ids:
             with self._lock:
                 self._expected_ids[key] = ids
@@ -347,19 +336,6 @@ class PolyglotSuite:
         if task_id not in self.exercises:
             raise ConfigError(f"polyglot: unknown task {task_id!r} (not among the loaded exercises)")
         return self.exercises[task_id]
-
-
-def _raise_infrastructure(ex: Exercise, done: ExecResult) -> None:
-    """A grader that found its toolchain incomplete says so on its last line: an infrastructure error."""
-    lines = done.stdout.strip().splitlines()
-    try:
-        problem = json.loads(lines[-1]).get("infrastructure") if lines else None
-    except (ValueError, AttributeError):
-        return
-    if problem:
-        raise InfrastructureError(
-            f"polyglot: cannot grade {ex.language}/{ex.name}: {problem}; {IMAGE_FIX}", retryable=False
-        )
 
 
 def _root(path: str | None) -> Path:

@@ -50,6 +50,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.sandboxes.protocol import Sandbox
+from metasearch.suites.contract import CandidateFailure, GraderFault, Outcome, Verdict
+from metasearch.suites.grading import settle
 from metasearch.suites.protocol import Task, TaskResult
 from metasearch.suites.testrun import scan
 
@@ -248,8 +250,8 @@ class SWEBenchSuite:
                 f"swebench: instance image {image} is not in the local Docker engine: {load_hint(image)}",
                 retryable=False,
             )
-        with tempfile.TemporaryDirectory(prefix="ms-swebench-") as tmp:
-            return self._run_harness(instance, patch, Path(tmp))
+        what = f"swebench harness on {instance['instance_id']}"
+        return settle(lambda _mb: self._run_harness(instance, patch), what=what).task_result()
 
     def screen(self, task_id: str, artifact_dir: Path) -> str | TaskResult:
         """The candidate's patch text, or the result that refuses it (missing, empty, tamper scan)."""
@@ -265,7 +267,12 @@ class SWEBenchSuite:
             return TaskResult(score=0.0, flags=(TAMPER,), error=f"{TAMPER}: {', '.join(found[:3])}")
         return patch
 
-    def _run_harness(self, instance: dict[str, Any], patch: str, tmp: Path) -> TaskResult:
+    def _run_harness(self, instance: dict[str, Any], patch: str) -> Outcome:
+        """One run of the official harness on the patch, under the grader contract (``read_report``)."""
+        with tempfile.TemporaryDirectory(prefix="ms-swebench-") as tmp:
+            return self._harness_in(instance, patch, Path(tmp))
+
+    def _harness_in(self, instance: dict[str, Any], patch: str, tmp: Path) -> Outcome:
         iid = instance["instance_id"]
         run_id = f"metasearch-{uuid.uuid4().hex[:16]}"  # the harness caches by run id, never by patch
         (tmp / "dataset.json").write_text(json.dumps([instance]))
@@ -279,8 +286,8 @@ class SWEBenchSuite:
             done = subprocess.run(
                 command, cwd=tmp, capture_output=True, text=True, timeout=self.config.grade_timeout_s + 900
             )
-        except subprocess.TimeoutExpired as exc:
-            raise InfrastructureError(f"swebench: the harness did not finish grading {iid}") from exc
+        except subprocess.TimeoutExpired:  # it keeps each test run to --timeout: this is its own fault
+            return GraderFault(f"the harness did not finish grading {iid}")
         logs = tmp / "logs" / "run_evaluation" / run_id / MODEL / iid
         return read_report(iid, logs, done.stdout + done.stderr, expected=expected_ids(instance))
 
@@ -325,18 +332,18 @@ def expected_ids(instance: dict[str, Any]) -> list[str]:
     return ids
 
 
-def read_report(iid: str, logs: Path, output: str, *, expected: Sequence[str] = ()) -> TaskResult:
-    """The harness's ``report.json`` as a TaskResult; a patch that does not apply is the candidate's fault.
-    With ``expected``, resolved also needs every expected test among the harness's successes."""
+def read_report(iid: str, logs: Path, output: str, *, expected: Sequence[str] = ()) -> Outcome:
+    """The harness's ``report.json`` under the grader contract: a verdict; a patch that does not apply is
+    a candidate failure; no report at all is a grader fault (the harness, its Docker engine or the
+    instance image failed). With ``expected``, resolved also needs every expected test among the
+    harness's successes."""
     report = logs / "report.json"
     if not report.is_file():
         log = logs / "run_instance.log"
         text = log.read_text(errors="replace") if log.is_file() else ""
         if APPLY_PATCH_FAIL in text:
-            return TaskResult(score=0.0, metrics={"resolved": 0.0}, error="patch does not apply")
-        raise InfrastructureError(
-            f"swebench: the harness wrote no report for {iid}: {(text or output)[-800:]}"
-        )
+            return CandidateFailure("patch does not apply", {"resolved": 0.0})
+        return GraderFault(f"the harness wrote no report for {iid}: {(text or output)[-800:]}")
     entry = json.loads(report.read_text()).get(iid, {})
     resolved = bool(entry.get("resolved"))
     metrics: dict[str, float] = {}
@@ -351,7 +358,8 @@ def read_report(iid: str, logs: Path, output: str, *, expected: Sequence[str] = 
     error = None if resolved else "not resolved: FAIL_TO_PASS or PASS_TO_PASS tests fail"
     if resolved and missing:
         resolved, error = False, f"not resolved: expected tests not reported passed: {missing[:5]}"
-    return TaskResult(score=float(resolved), metrics={"resolved": float(resolved), **metrics}, error=error)
+    metrics = {"resolved": float(resolved), **metrics}
+    return Verdict(1.0, metrics) if resolved else CandidateFailure(error or "not resolved", metrics)
 
 
 def _read_patch(path: Path) -> str | None:

@@ -131,7 +131,9 @@ class CodeEditSuite:
             testrun_mount(),
             Mount(artifact_dir, "/artifact"),
         ]
-        return grade(sandbox, command, mounts, timeout_s=timeout, workdir="/grader")
+        return grade(
+            sandbox, command, mounts, timeout_s=timeout, what=f"code-edit grader on {name}", workdir="/grader"
+        )
 
 
 def _statement(name: str) -> str:

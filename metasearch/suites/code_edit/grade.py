@@ -1,4 +1,4 @@
-"""The code-edit grader: ``python3 grade.py REPO_DIR PATCH TESTRUN_DIR RUN_TIMEOUT`` prints one JSON object.
+"""The code-edit grader: ``python3 grade.py REPO_DIR PATCH TESTRUN_DIR RUN_TIMEOUT`` prints one contract line.
 
 Runs inside a fresh sandbox with this script, the task's repository and the shared ``testrun`` package
 mounted read-only, so ``REPO_DIR`` (which holds the hidden tests) is never visible to the agent, and the
@@ -17,7 +17,9 @@ candidate's code, which runs here, reaches no other task's tests. Steps:
 Score: the fraction of the expected hidden tests that both harnesses report passed; ``resolved`` is 1
 only when all of them do. A missing test counts as failed; an unexpected test, a run that ends early or
 is forced to exit, or a test file changed during a run scores 0. Every problem with the candidate's patch
-becomes ``{"score": 0, "error": ...}``; only a broken grader exits non-zero.
+becomes ``{"score": 0, "error": ...}``; a step of the grader's own that fails (collecting the pristine tests)
+is ``{"grader_fault": ...}``, and a broken grader exits non-zero (the grader contract,
+``metasearch/suites/contract.py``).
 """
 
 from __future__ import annotations
@@ -192,7 +194,10 @@ def main(argv: list[str]) -> dict[str, Any]:
             return {"score": 0.0, "flags": flags, "error": refusal, "metrics": {"applied": 1.0}}
         if found := scan_patch(scan, changed, pristine, work):
             return {**verdict.failure(found, [verdict.TAMPER]), "metrics": {"applied": 1.0}}
-        expected = verdict.collect(pristine, tests, timeout_s=run_timeout)
+        try:  # no candidate code runs here: a failure is the grader's, never a 0 for the candidate
+            expected = verdict.collect(pristine, tests, timeout_s=run_timeout)
+        except RuntimeError as exc:
+            return {"grader_fault": f"collecting the pristine hidden tests failed: {exc}"[:2000]}
         result = verdict.run_and_judge(
             work, tests, expected, timeout_s=run_timeout, fractional=True, what="hidden tests"
         )

@@ -19,8 +19,6 @@ of the correct, unflagged ones.
 from __future__ import annotations
 
 import functools
-import json
-import logging
 import math
 import subprocess
 import sys
@@ -31,17 +29,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metasearch.errors import ConfigError, InfrastructureError, TaskUnfit
+from metasearch.errors import ConfigError
 from metasearch.sandboxes.protocol import Mount, Sandbox
-from metasearch.suites.grading import parse_grader_output, run_grader
+from metasearch.suites.grading import run_grader
 from metasearch.suites.kernels.footprint import machine_mb
 from metasearch.suites.protocol import Task, TaskResult
 
 HERE = Path(__file__).resolve().parent
-log = logging.getLogger(__name__)
 TASKS_DIR = HERE / "tasks"
-GRADER_FAULT = 3  # score.py's exit status when the grader itself failed
-ROOM_ATTEMPTS = 3  # grading runs of one artifact, each given the room the judge asked for in the last
 DESCRIPTION = (
     "GPU/CPU kernel optimisation in KernelBench's format. Each task directory holds reference.py: a PyTorch "
     "`class Model(nn.Module)` with `get_inputs()` and `get_init_inputs()`. Write output/solution.py with "
@@ -169,10 +164,11 @@ def grade_kernel(
     with the scorer in ``grader/``, in a fresh sandbox run: the one way every kernels-format suite grades.
 
     A run whose memory leaves the candidate less room than the reference needs (the judge measures it;
-    see ``grader/room.py``) is run again with what the judge asked for (at most twice), up to
-    ``max_memory_mb`` (default 90% of this machine), and ``resized`` is told the new size. ``inputs``:
-    who makes the timed inputs (``grader/score.py --inputs``; auto: drawn by each worker on a GPU). Raises
-    InfrastructureError when the grader itself failed or cannot fit."""
+    see ``grader/room.py``) is a grader fault with ``need_mb``: ``grading.run_grader`` runs it again with
+    that (at most twice), up to ``max_memory_mb`` (default 90% of this machine), and ``resized`` is told
+    the new size. ``inputs``: who makes the timed inputs (``grader/score.py --inputs``; auto: drawn by each
+    worker on a GPU). Raises ``TaskUnfit`` when the grader itself failed (a broken reference, the judge
+    out of memory or time) or cannot fit: no candidate is charged for it."""
     # Docker runs the grading alone in its container, whose CPU counter then covers every process the
     # candidate starts; elsewhere the judge follows the candidate's process tree.
     accounting = "container" if sandbox.name == "docker" else "process"
@@ -186,54 +182,16 @@ def grade_kernel(
         Mount(problem_dir, "/problem"),
         Mount(artifact_dir, "/artifact"),
     ]
-    cap = max_memory_mb or int(0.9 * machine_mb())
-    for attempt in range(ROOM_ATTEMPTS):
-        result = run_grader(sandbox, command, mounts, timeout_s=timeout_s + 60, memory_mb=memory_mb)
-        fault = _grader_fault(result.stdout) if result.exit_code == GRADER_FAULT else None
-        need = int(fault.get("need_mb", 0)) if fault else 0
-        if not need:
-            break
-        if need > cap:  # no candidate can be graded on this problem here
-            raise TaskUnfit(
-                f"kernels grader on {problem_dir.name}: {fault['grader_error']}"  # type: ignore[index]
-                f"; over the cap of {cap} MB (suite.memory_limit_mb)"
-            )
-        if attempt == ROOM_ATTEMPTS - 1 or need <= memory_mb:
-            raise InfrastructureError(
-                f"kernels grader on {problem_dir.name}: {fault['grader_error']}",  # type: ignore[index]
-                retryable=False,
-            )
-        log.info("kernels: %s needs more memory to grade: %d MB, not %d", problem_dir.name, need, memory_mb)
-        memory_mb = need
-        if resized is not None:
-            resized(need)
-    if fault:
-        # the reference or the judge failed: a task or machine fault, never the candidate's failure
-        raise InfrastructureError(
-            f"kernels grader failed on {problem_dir.name}: {json.dumps(fault)}", retryable=False
-        )
-    if result.oom_killed and not _has_verdict(result.stdout):
-        # the candidate's worker is the kernel's first pick when memory runs out (the judge checks that it
-        # stays so): the judge itself was ended, so the limit was too small for the problem
-        raise InfrastructureError(
-            f"kernels grader ran out of memory on {problem_dir.name} (limit {memory_mb} MB)", retryable=False
-        )
-    return parse_grader_output(result)
-
-
-def _grader_fault(stdout: str) -> dict[str, Any] | None:
-    """score.py's last line when the grader itself failed: ``{"grader_error": ..., "need_mb"?: ...}``."""
-    lines = stdout.strip().splitlines()
-    try:
-        fault = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        return None
-    return fault if isinstance(fault, dict) and "grader_error" in fault else None
-
-
-def _has_verdict(stdout: str) -> bool:
-    lines = stdout.strip().splitlines()
-    return bool(lines) and lines[-1].lstrip().startswith("{")
+    return run_grader(
+        sandbox,
+        command,
+        mounts,
+        timeout_s=timeout_s + 60,  # the judge keeps its own time: running out of this one is its fault
+        what=f"kernels grader on {problem_dir.name}",
+        memory_mb=memory_mb,
+        max_memory_mb=max_memory_mb or int(0.9 * machine_mb()),
+        resized=resized,
+    ).task_result()
 
 
 def aggregate(results: Mapping[str, TaskResult]) -> dict[str, float]:

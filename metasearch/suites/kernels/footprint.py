@@ -4,9 +4,13 @@ The problem files are evaluated on PyTorch's ``meta`` device (shapes and dtypes,
 subprocess: ``get_inputs``' tensors, the model's parameters and buffers, and the output of ``forward``.
 A forward that the meta device cannot run (data-dependent shapes) counts its output as large as its
 largest input, and says why (``failure``): a problem whose forward runs at full size and fails once scaled
-down was made too small by the scale (a convolution's input below its kernel). From those sizes, ``grading_mb`` gives the memory a grading run needs: the judge holds the
-expected output, the inputs it sent and what the candidate's worker sent back; each of the two workers holds
-the model, its inputs (briefly twice, while unpacking) and its output.
+down was made too small by the scale (a convolution's input below its kernel). From those sizes, ``grading_mb``
+gives the memory a grading run needs: the judge holds the expected output, the inputs it sent and what the
+candidate's worker sent back; each of the two workers holds the model, its inputs (briefly twice, while
+unpacking) and its output. A model with a convolution also needs a workspace as large as its output while
+its forward runs (PyTorch's CPU convolutions compute into a buffer of their own layout and copy the result
+out; measured on KernelBench L1/54, a 3D convolution with a 931 MiB output: 1,870 MiB above its inputs at
+its peak), in the judge (which computes the expected output) and in each worker.
 """
 
 from __future__ import annotations
@@ -53,7 +57,9 @@ for path in sys.argv[1:]:
             except Exception as exc:
                 output, failure = largest, f"{type(exc).__name__}: {exc}"[:300]
         params = sum(size(p) for p in model.parameters()) + sum(size(b) for b in model.buffers())
-        out[path] = {"inputs": size(inputs), "output": output, "params": params, "failure": failure}
+        convolves = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in model.modules())
+        out[path] = {"inputs": size(inputs), "output": output, "params": params, "failure": failure,
+                     "workspace": output if convolves else 0}
     except Exception as exc:
         out[path] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
 print(json.dumps(out))
@@ -66,18 +72,19 @@ class Footprint:
     output: int
     params: int
     failure: str | None = None  # why ``forward`` did not run on the meta device (then output is a guess)
+    workspace: int = 0  # what ``forward`` holds beside its output while it runs (a convolution's buffer)
 
     @property
     def grading_mb(self) -> int:
         """Memory for one grading run (judge and both workers), with a margin."""
-        judge = 2 * self.inputs + 2 * self.output + self.params
-        worker = 2 * self.inputs + self.output + self.params
+        judge = 2 * self.inputs + 2 * self.output + self.params + self.workspace
+        worker = 2 * self.inputs + self.output + self.params + self.workspace
         return max(MIN_MB, int(BASE_MB + MARGIN * (judge + 2 * worker) / MIB))
 
     def describe(self) -> str:
         return (
             f"inputs {self.inputs / MIB:.0f} MiB, output {self.output / MIB:.0f} MiB, "
-            f"parameters {self.params / MIB:.0f} MiB"
+            f"parameters {self.params / MIB:.0f} MiB, workspace {self.workspace / MIB:.0f} MiB"
         )
 
 
@@ -108,7 +115,11 @@ def estimate(files: Sequence[Path], timeout_s: float = 600.0) -> dict[Path, Foot
             str(entry["error"])
             if "error" in entry
             else Footprint(
-                int(entry["inputs"]), int(entry["output"]), int(entry["params"]), entry.get("failure")
+                int(entry["inputs"]),
+                int(entry["output"]),
+                int(entry["params"]),
+                entry.get("failure"),
+                int(entry.get("workspace", 0)),
             )
         )
     return found

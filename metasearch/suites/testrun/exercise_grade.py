@@ -1,4 +1,4 @@
-"""The polyglot grader: ``python3 exercise_grade.py MODE EXERCISE ARTIFACT SPEC_JSON`` prints one JSON object.
+"""The polyglot grader: ``python3 exercise_grade.py MODE EXERCISE ARTIFACT SPEC_JSON`` prints one contract line.
 
 Runs in a fresh grading sandbox with the pristine exercise (``EXERCISE``, tests and ``.meta`` included)
 and this package mounted read-only. ``SPEC_JSON`` holds the exercise's ``solution``/``test``/``example``
@@ -7,6 +7,7 @@ mode, the ``expected`` test ids. Modes:
 
 - ``expect`` (a trusted run, no candidate code): the example solution in place, collect the test ids and
   run both harnesses; prints ``{"ids", "score", "error"}`` for the host to cache per exercise content;
+  collecting its tests failing is a grader fault;
 - ``grade``: the candidate's solution files (regular files only) in place of the stubs, the static scan
   of what they add over the stubs (``tamper_suspect``; Cargo.toml included) less what the example solution
   adds too (``allowed``, from the host: what the exercise itself asks for), then, against the expected
@@ -15,6 +16,9 @@ mode, the ``expected`` test ids. Modes:
   report and verbose lines (``jest.py``), Java the JUnit console launcher's XML reports of a grader-made
   build (``junit.py``). Without expected ids (Go, or a ``test_commands`` override) the test ``command``
   runs and its exit status decides: only the early-exit scan guards that.
+
+The last line follows the grader contract (``metasearch/suites/contract.py``): a verdict, a candidate
+failure, or ``{"grader_fault": ...}`` when the grader cannot grade here (a missing toolchain).
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ def main(argv: list[str]) -> dict[str, Any]:
 def grade(mode: str, exercise: str, artifact: str, spec: dict[str, Any], work: str) -> dict[str, Any]:
     # Named like the exercise: C++ projects take their target and file names from their folder's name.
     if problem := missing_toolchain(spec["language"], exercise):
-        return {"infrastructure": problem}
+        return {"grader_fault": problem}
     shutil.copytree(exercise, work, ignore=functools.partial(_not_copied, exercise))
     modules = os.path.join(os.path.abspath(exercise), "node_modules")
     if spec["language"] == "javascript":  # an installed jest: linked, never copied
@@ -93,7 +97,10 @@ def grade(mode: str, exercise: str, artifact: str, spec: dict[str, Any], work: s
                 refused = [str(r.get("what")) for r in runs[0].records if r.get("t") == "tamper"]
                 result["error"] = f"no test ran: {refused[0] if refused else runs[0].output[-800:]}"
         else:
-            ids = verdict.collect(work, tests, timeout_s=timeout)
+            try:  # the example solution, no candidate code: a failure here is the grader's
+                ids = verdict.collect(work, tests, timeout_s=timeout)
+            except RuntimeError as exc:
+                return {"grader_fault": f"collecting the tests failed: {exc}"[:2000]}
             result = verdict.run_and_judge(work, tests, ids, timeout_s=timeout, fractional=False)
         return {"ids": ids, "score": result["score"], "error": result.get("error")}
     taken, found = 0, []

@@ -129,7 +129,9 @@ class TrainingSuite:
             ],
             [Mount(GRADER_DIR, "/grader"), Mount(artifact_dir, "/artifact")],
             timeout_s=self.config.grade_timeout_s,
+            what=f"training grader on {name}",
             workdir="/grader",
+            runs_candidate=False,  # it reads the predictions as plain arrays: every step is the grader's
         )
 
 

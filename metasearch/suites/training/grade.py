@@ -1,9 +1,10 @@
-"""The training suite's grader: ``python3 grade.py TASK SCALE PREDICTIONS [KEY]`` prints one JSON object.
+"""The training suite's grader: ``python3 grade.py TASK SCALE PREDICTIONS [KEY]`` prints one contract line.
 
 Runs inside a fresh sandbox with this directory mounted read-only; the agent never sees it, and no
 candidate code runs here (the predictions are read as plain arrays). The hidden labels are regenerated here
 from the task's seed and the study's secret ``KEY``, so they are never written to disk. Every problem with the
-candidate's file becomes ``{"score": 0, "error": ...}``; only a broken grader exits non-zero.
+candidate's file becomes ``{"score": 0, "error": ...}``; anything else that goes wrong here is the grader's own
+fault, ``{"grader_fault": ...}`` (the grader contract, ``metasearch/suites/contract.py``).
 """
 
 from __future__ import annotations
@@ -47,4 +48,8 @@ def main(argv: list[str]) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv)))
+    try:
+        verdict = main(sys.argv)
+    except Exception as exc:  # no candidate code runs here: whatever broke is the grader's
+        verdict = {"grader_fault": f"{type(exc).__name__}: {exc}"[:500]}
+    print(json.dumps(verdict))

@@ -5,7 +5,9 @@ Runs inside a fresh grading sandbox (standard library, NumPy and PyTorch only)::
     python3 -I score.py --task-dir TASK --candidate solution.py [--device cpu|cuda] [--reps 15]
         [--accounting container|process]
 
-and prints one JSON line: ``{"score", "metrics", "flags", "error"}``. The verdict is computed by the judge
+and prints one JSON line of the grader contract (``metasearch/suites/contract.py``): the verdict
+``{"score", "metrics", "flags", "error"}``, or ``{"grader_fault", "need_mb"?}`` (exit status 3) when the
+grader itself failed, which is never the candidate's doing. The verdict is computed by the judge
 (``judge.py``, which never loads the candidate) from what it measures itself; the workers (``worker.py``)
 only run what it asks. ``--accounting container`` when the run is alone in its container (Docker), else
 ``process``.
@@ -48,13 +50,13 @@ def main(argv: list[str] | None = None) -> None:
     try:
         result = judge(args)
     except OutOfRoom as exc:  # the run was too small for the problem: not the candidate's doing either
-        print(json.dumps({"grader_error": str(exc), "need_mb": exc.need_mb}), flush=True)
+        print(json.dumps({"grader_fault": str(exc), "need_mb": exc.need_mb}), flush=True)
         sys.exit(3)
     except GraderFailed as exc:  # the reference or the judge failed here: not the candidate's doing
-        print(json.dumps({"grader_error": str(exc)}), flush=True)
+        print(json.dumps({"grader_fault": str(exc)}), flush=True)
         sys.exit(3)
     except MemoryError:  # the judge's own memory: what it holds is bounded by the problem's sizes
-        print(json.dumps({"grader_error": "the judge ran out of memory"}), flush=True)
+        print(json.dumps({"grader_fault": "the judge ran out of memory"}), flush=True)
         sys.exit(3)
     print(json.dumps(result), flush=True)
 
