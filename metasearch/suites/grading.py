@@ -2,8 +2,9 @@
 
 A grader is a script that runs in a *fresh* sandbox with the hidden files and the candidate's artifact
 mounted read-only, and prints one line of the grader contract (``contract.py``) last: a verdict, a
-candidate failure, or a grader fault. ``run_grader`` runs it and owns what follows: a grader fault (or a
-grader that printed nothing readable, crashed, or ran out of time or memory) is retried, with the memory
+candidate failure, or a grader fault. ``run_grader`` runs it and owns what follows: a grader fault (or,
+in a run of grader code alone, a grader that printed nothing readable, crashed, or ran out of time or
+memory) is retried, with the memory
 it asked for (``need_mb``) within the cap, and then raised as ``errors.TaskUnfit``, so the study retires
 the task with the reason instead of charging the candidate a 0.
 
@@ -151,10 +152,12 @@ def settle(
 
 
 def read_outcome(result: ExecResult, *, runs_candidate: bool = True, memory_mb: int | None = None) -> Outcome:
-    """A grading run's outcome under the contract. Its last stdout line decides, but a grader that printed
-    nothing, an unreadable line, or a run that did not end well (a crash, a timeout, an out-of-memory end)
-    after its verdict is a grader fault: the grader keeps the candidate's code to its own limits and says
-    so on that line. A rule of the sandbox broken in a run of candidate code is the candidate's failure."""
+    """A grading run's outcome under the contract: its last stdout line decides when the run ended well.
+
+    A grader fault it states itself (``grader_fault``) is a grader fault wherever it ran. Otherwise a run
+    that printed nothing readable, crashed, or ran out of time or memory is blamed by what it ran: with
+    ``runs_candidate`` (the candidate's code ran in it, and may have brought it down) the candidate's
+    failure, as is a rule of the sandbox broken there; in a run of grader code alone, a grader fault."""
     if result.violation and runs_candidate:
         return CandidateFailure(f"the grading run broke a rule of the sandbox: {result.violation}")
     ended = result.reason or f"exit code {result.exit_code}"
@@ -162,15 +165,22 @@ def read_outcome(result: ExecResult, *, runs_candidate: bool = True, memory_mb: 
         ended += f" (memory limit {memory_mb} MB)"
     stderr = result.stderr.strip()[-500:]
     lines = [line for line in result.stdout.strip().splitlines() if line.strip()]
-    if not lines:
-        return GraderFault(f"the grader printed nothing ({ended}): {stderr}")
-    try:
-        outcome = parse_line(lines[-1])
-    except ValueError as exc:
-        return GraderFault(f"the grader's last line is unreadable ({ended}): {exc}: {stderr}"[:2000])
-    if isinstance(outcome, GraderFault) or result.ok:
+    outcome: Outcome | None = None
+    problem = "printed nothing"
+    if lines:
+        try:
+            outcome = parse_line(lines[-1])
+        except ValueError as exc:
+            problem = f"ended on an unreadable line ({exc})"
+        else:
+            problem = "ended badly after its verdict"
+    if isinstance(outcome, GraderFault) or (outcome is not None and result.ok):
         return outcome
-    return GraderFault(f"the grader ended badly after its verdict ({ended}): {stderr}")
+    if runs_candidate:
+        return CandidateFailure(
+            f"the grading run of the candidate's code {problem} ({ended}): {stderr}"[:2000]
+        )
+    return GraderFault(f"the grader {problem} ({ended}): {stderr}"[:2000])
 
 
 def _then(hint: str) -> str:

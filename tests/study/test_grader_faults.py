@@ -82,8 +82,12 @@ class FaultySuite:
         kind = task_id.split("/", 1)[1]
         artifact_dir.mkdir(parents=True, exist_ok=True)
         mounts = [Mount(self.grader_dir, "/grader"), Mount(artifact_dir, "/artifact")]
+        alone = not kind.startswith("beside_")  # these graders run no candidate code, unless so named
+        kind = kind.removeprefix("beside_")
         command = ["python3", "/grader/grader.py", kind, "/artifact/answer.txt"]
-        return grade(sandbox, command, mounts, timeout_s=3, what=f"faulty grader on {kind}")
+        return grade(
+            sandbox, command, mounts, timeout_s=3, what=f"faulty grader on {kind}", runs_candidate=not alone
+        )
 
 
 class CountingSandbox(LocalSandbox):
@@ -170,4 +174,23 @@ def test_a_missing_toolchain_in_the_real_polyglot_grader_retires_the_task(tmp_pa
     assert "missing go" in reason and "metasearch images build polyglot" in reason, reason
     graded = {ev.task_id: ev for ev in archive.index.evaluations.values()}
     assert set(graded) == {python} and graded[python].score == 0.0 and graded[python].error, graded
+    archive.close()
+
+
+def test_a_run_of_candidate_code_that_crashes_or_overruns_is_the_candidates_failure(tmp_path: Path) -> None:
+    """Where the candidate's code runs inside the grading run, it may be what crashed, overran or went
+    silent: that is charged to it (a candidate could otherwise retire a task it does badly on). Only a
+    fault the grader states itself (``grader_fault``) retires the task there."""
+    grader_dir = tmp_path / "grader"
+    grader_dir.mkdir()
+    (grader_dir / "grader.py").write_text(GRADER)
+    suite = FaultySuite(grader_dir)
+    kinds = ["crash", "timeout", "silent", "toolchain"]
+    tasks = [Task(id=f"faulty/beside_{k}", suite="faulty", statement="x") for k in kinds]
+    archive = _seed_archive(tmp_path / "study", "echo 42 > /task/output/answer.txt")
+    _evaluate_seed(archive, suite, tasks)
+    graded = {ev.task_id: ev for ev in archive.index.evaluations.values()}
+    assert set(graded) == {f"faulty/beside_{k}" for k in ("crash", "timeout", "silent")}, graded
+    assert all(ev.score == 0.0 and "candidate's code" in (ev.error or "") for ev in graded.values()), graded
+    assert set(archive.index.retired_tasks) == {"faulty/beside_toolchain"}
     archive.close()

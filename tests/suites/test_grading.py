@@ -83,10 +83,12 @@ def test_lines_parse_into_exactly_one_shape(line: str, expected: contract.Outcom
 )
 def test_anything_else_is_unreadable_and_a_grader_fault(line: str) -> None:
     """Whatever the last line holds (a value that is no number, no score, nesting past the recursion
-    limit, an old shape), it is the grader's fault, never a candidate's 0, and nothing raises."""
+    limit, an old shape), nothing raises; from a run of grader code alone it is the grader's fault, never a
+    candidate's 0 (from a run of candidate code, see the next test: the candidate may have written it)."""
     with pytest.raises(ValueError):
         parse_line(line)
-    outcome = read_outcome(ExecResult(exit_code=0, stdout=f"noise\n{line}\n", stderr="", duration_s=0.1))
+    result = ExecResult(exit_code=0, stdout=f"noise\n{line}\n", stderr="", duration_s=0.1)
+    outcome = read_outcome(result, runs_candidate=False)
     assert isinstance(outcome, GraderFault) and "unreadable" in outcome.reason, outcome
 
 
@@ -104,16 +106,26 @@ def test_how_a_grading_run_ends_decides_who_is_at_fault() -> None:
     assert read_outcome(_ended(verdict)) == Verdict(1.0)
     # the candidate's worker killed for its memory, the judge's verdict printed: the verdict stands
     assert read_outcome(_ended(verdict, oom_killed=True)) == Verdict(1.0)
-    crashed = read_outcome(_ended("", exit_code=1, reason="exit code 1"))
-    assert isinstance(crashed, GraderFault) and "printed nothing (exit code 1): Traceback" in crashed.reason
-    timed_out = read_outcome(_ended("", exit_code=None, timed_out=True, reason="timeout after 60s"))
-    assert isinstance(timed_out, GraderFault) and "timeout after 60s" in timed_out.reason
-    killed = read_outcome(
-        _ended("", exit_code=137, oom_killed=True, reason="out of memory (137)"), memory_mb=512
-    )
-    assert isinstance(killed, GraderFault) and "out of memory (137) (memory limit 512 MB)" in killed.reason
-    late = read_outcome(_ended(verdict, exit_code=1, reason="exit code 1"))
-    assert isinstance(late, GraderFault) and "after its verdict" in late.reason
+    bad_ends = {
+        "printed nothing (exit code 1): Traceback": (_ended("", exit_code=1, reason="exit code 1"), {}),
+        "timeout after 60s": (_ended("", exit_code=None, timed_out=True, reason="timeout after 60s"), {}),
+        "out of memory (137) (memory limit 512 MB)": (
+            _ended("", exit_code=137, oom_killed=True, reason="out of memory (137)"),
+            {"memory_mb": 512},
+        ),
+        "after its verdict": (_ended(verdict, exit_code=1, reason="exit code 1"), {}),
+        "unreadable line": (_ended("{not json", exit_code=0), {}),
+    }
+    for words, (result, kw) in bad_ends.items():
+        # a run of grader code alone: the grader's fault, never the candidate's
+        alone = read_outcome(result, runs_candidate=False, **kw)  # type: ignore[arg-type]
+        assert isinstance(alone, GraderFault) and words in alone.reason, (words, alone)
+        # a run in which the candidate's code ran (and may have brought it down): the candidate's failure
+        beside = read_outcome(result, **kw)  # type: ignore[arg-type]
+        assert isinstance(beside, CandidateFailure) and words in beside.reason, (words, beside)
+    # a fault the grader states itself is a fault wherever it ran
+    stated = _ended('{"grader_fault": "the toolchain is missing"}', exit_code=1, reason="exit code 1")
+    assert isinstance(read_outcome(stated), GraderFault)
     # a full /tmp in a run of candidate code is the candidate's doing; in a grader-only run, the grader's
     full = {"exit_code": 0, "violation": "disk limit (1024 MB) reached in /tmp", "reason": "disk limit"}
     assert isinstance(read_outcome(_ended(verdict, **full)), CandidateFailure)
