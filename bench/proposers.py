@@ -42,7 +42,17 @@ PROPOSERS = {
     "self": {"name": "self", "timeout_s": 300},
     "knobs": {"name": "knobs", "mode": "mutate", "mutate_k": 1, "min_evaluations": 1},
 }
-CLASSES = ("no_edit", "unknown_file", "apply_failed", "no_change", "truncated", "repetition", "gate", "smoke")
+CLASSES = (
+    "no_edit",
+    "unknown_file",
+    "apply_failed",
+    "no_change",
+    "truncated",
+    "repetition",
+    "gate",
+    "smoke",
+    "self_improve",
+)
 
 
 class PairedScheduler(BaseScheduler):
