@@ -198,6 +198,7 @@ def run(argv: list[str]) -> int:
     try:
         if "knobs" in proposers:
             rows.append(run_one("knobs", "none", None, args.expansions, args.seed, root))
+            record(rows[-1], args.jsonl)
         for model in args.models.split(","):
             llm_driven = [p for p in proposers if p != "knobs"]
             if not llm_driven:
@@ -205,12 +206,8 @@ def run(argv: list[str]) -> int:
             with ExitStack() as stack:
                 url = serve(model, stack, root)
                 for proposer in llm_driven:
-                    row = run_one(proposer, model, url, args.expansions, args.seed, root)
-                    rows.append(row)
-                    print(json.dumps(row), file=sys.stderr, flush=True)
-                    if args.jsonl:
-                        with args.jsonl.open("a") as f:
-                            f.write(json.dumps(row) + "\n")
+                    rows.append(run_one(proposer, model, url, args.expansions, args.seed, root))
+                    record(rows[-1], args.jsonl)
     finally:
         if args.keep:
             print(f"studies kept in {root}", file=sys.stderr)
@@ -218,6 +215,13 @@ def run(argv: list[str]) -> int:
             shutil.rmtree(root, ignore_errors=True)
     print_table(rows)
     return 0
+
+
+def record(row: dict[str, Any], jsonl: Path | None) -> None:
+    print(json.dumps(row), file=sys.stderr, flush=True)
+    if jsonl:
+        with jsonl.open("a") as f:
+            f.write(json.dumps(row) + "\n")
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:

@@ -79,13 +79,13 @@ def test_a_real_model_drives_a_short_study_and_the_ledger_matches_the_server(tmp
     finally:
         launched.close()
     index = launched.archive.index
+    assert index.tokens == served > 0, (index.tokens, served)  # the ledger is the server's count
+    assert index.tokens <= CAP  # the cap held with two proposals in flight (it usually ends the study)
     children = [a for a in index.agents.values() if a.parent_id is not None]
-    assert len(children) + len(index.failed_expansions) >= 2, "the model proposed"
+    assert len(children) + len(index.failed_expansions) >= 1, "the model proposed"
     for failure in index.failed_expansions:
         assert failure["kind"] in FAILURE_KINDS and failure["reason"], failure
     for child in children:  # written by the model: the call that produced it is in the job's transcript
         logs = Path(child.meta["transcript_path"]).parent
         calls = [json.loads(x) for f in logs.glob("*.jsonl") for x in f.read_text().splitlines()]
         assert any(c.get("completion_tokens", 0) > 0 for c in calls), child.meta
-    assert index.tokens == served > 0, (index.tokens, served)
-    assert index.tokens <= CAP
