@@ -759,7 +759,7 @@ def test_what_the_harness_decides_with_looks_up_no_name_when_it_runs() -> None:
     made += [harness._entries.wrapped]
     # every factory of the check, the comparison checks and the audit hook (each makes closures from the
     # ones before it)
-    factories = (harness._check, harness._authorship, harness._comparisons, harness._hook)
+    factories = (harness._check, harness._authorship, harness._probes, harness._comparisons, harness._hook)
     made += [f for m in factories for f in vars(m).values() if _made_here(f, m)] + [harness._guards.serving]
     found = {code.co_qualname: looked_up(code) for f in made for code in inner(f.__code__)}
     assert len(found) > 30 and not {name: names for name, names in found.items() if names}

@@ -40,7 +40,7 @@ def _sibling(name: str) -> types.ModuleType:
     name no candidate module takes."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), f"{name}.py")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
     spec = importlib.util.spec_from_file_location(f"_ms_{name}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -57,6 +57,7 @@ _frozen = _sibling("frozen")
 _entries = _sibling("entries")
 _watching = _sibling("watching")
 _authorship = _sibling("authorship")
+_probes = _sibling("probes")
 _comparisons = _sibling("comparisons")
 _guards = _sibling("guards")
 _hook = _sibling("hook")

@@ -13,18 +13,18 @@ namespace whose ``TestCase`` asserts nothing), or put a method into a test class
   modules: the harness's state is set once before candidate code runs) and of its classes' members, taken
   before the code under test runs (a library module loaded later is taken at the next check); any that
   moved is named.
-- ``Shape``: the test files' outline (``outline.py``), parsed from their pristine source. Each class statement is recorded
-  with the file that ran it (``builtins.__build_class__`` is wrapped). At the first check each test
-  module's top-level names must be what the source binds (a ``def`` the function compiled from that file
-  with that name, a ``class`` the class its statement made, an import of a library module the object the
-  harness imported first), and each test class must be built only on classes that existed before the code
-  under test ran or that library or test code made, and hold only the names its source gives it; from
-  then on every such name keeps its identity.
-- ``holders.while_running``: the same identities for what a test relies on as it runs (``relied_on``: builtins,
-  the runner's assertion modules and what they import, what the test files import; the test files' names
-  and classes), taken by the audit hook before each call the tests make into the code under test and
-  compared after it: a change that would put itself back before the next check is seen when the call
-  returns.
+- ``Shape``: the test files' outline (``outline.py``), parsed from their pristine source. Each class
+  statement is recorded with the file that ran it (``builtins.__build_class__`` is wrapped). At the first
+  check each test module's top-level names must be what the source binds (a ``def`` the function compiled
+  from that file with that name, a ``class`` the class its statement made, an import of a library module
+  the object the harness imported first), and each test class must be built only on classes that existed
+  before the code under test ran or that library or test code made, and hold only the names its source
+  gives it; from then on every such name keeps its identity.
+- ``holders.while_running``: the same identities for what a test relies on as it runs (``relied_on``:
+  builtins, the runner's assertion modules and what they import, what the test files import; the test
+  files' names and classes), taken by the audit hook before each call the tests make into the code under
+  test and compared after it: a change that would put itself back before the next check is seen when the
+  call returns.
 """
 
 from __future__ import annotations
