@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -753,19 +754,24 @@ def test_what_the_harness_decides_with_looks_up_no_name_when_it_runs() -> None:
     def looked_up(code: types.CodeType) -> set[str]:
         return {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
 
-    made = [harness._integrity, harness._comparisons, harness.watch, harness._open_channel]
-    made += [harness._shape.holding, harness._shape.while_running, harness._shape.Shape._wrap_build_class]
-    made += [harness._entries.wrapped, harness._entering]
+    made = [harness._open_channel]
+    made += [harness._holders.holding, harness._holders.while_running, harness._shape.Shape._wrap_build_class]
+    made += [harness._entries.wrapped]
+    # every factory of the check, the comparison checks and the audit hook (each makes closures from the
+    # ones before it)
+    factories = (harness._check, harness._authorship, harness._probes, harness._comparisons, harness._hook)
+    made += [f for m in factories for f in vars(m).values() if _made_here(f, m)] + [harness._guards.serving]
     found = {code.co_qualname: looked_up(code) for f in made for code in inner(f.__code__)}
     assert len(found) > 30 and not {name: names for name, names in found.items() if names}
-    compare = harness._watching(len, "__eq__", "label")
+    compare = harness._watching.watching(len, "__eq__", "label")
     assert compare.__closure__ is None and not looked_up(compare.__code__)
-    assert not any(looked_up(f.__code__) for f in (harness._near_misses, harness._far_from, harness._outcome))
+    helpers = (harness._watching.near_misses, harness._watching.far_from, harness._watching.class_label)
+    assert not any(looked_up(f.__code__) for f in (*helpers, harness._runners._outcome))
     # what the tests' calls into the code under test go through (``entries.Entry``), and what the checks
     # make their holders with
     entry = harness._entries.Entry
     called = (
-        harness._shape.hold,
+        harness._holders.hold,
         harness._entries.call,
         harness._entries.stepped,
         entry.__get__,
@@ -773,6 +779,11 @@ def test_what_the_harness_decides_with_looks_up_no_name_when_it_runs() -> None:
         entry.__repr__,
     )
     assert not any(looked_up(f.__code__) for f in called)
+
+
+def _made_here(value: object, module: object) -> bool:
+    """A function the module ``module`` defines (not one it imports)."""
+    return isinstance(value, types.FunctionType) and value.__module__ == getattr(module, "__name__", None)
 
 
 def test_a_trace_function_given_to_every_new_thread_is_reported(tmp_path: Path) -> None:
@@ -820,14 +831,17 @@ def test_the_audit_hook_watches_a_new_class_without_running_its_code(tmp_path: P
         shape = harness._shape.Shape(harness._shape.Places(str(tmp_path), frozenset()), {})
     finally:
         builtins.__build_class__ = build_class  # the shape wraps it: this process is not a harness
-    _, watch_new, _ = harness._comparisons(str(tmp_path), frozenset(), (), shape.trusted_class)
+    _, watch_new, _ = harness._comparisons.comparisons(str(tmp_path), frozenset(), (), shape.trusted_class)
     namespace: dict[str, Any] = {"__name__": "sol"}
     exec(compile(source.read_text(), str(source), "exec"), namespace)
     ran = namespace["RAN"]
     ran.clear()
     for made in (namespace["Money"], namespace["Change"]):  # a metaclass's; an object bound to __module__
         watch_new(made)
-        assert ran == [] and type.__dict__["__dict__"].__get__(made)["__eq__"].__code__ is harness._WATCH_CODE
+        assert (
+            ran == []
+            and type.__dict__["__dict__"].__get__(made)["__eq__"].__code__ is harness._watching.WATCH_CODE
+        )
 
 
 def test_the_harness_needs_its_channel_and_names_it_nowhere(tmp_path: Path) -> None:

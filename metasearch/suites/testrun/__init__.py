@@ -5,4 +5,5 @@ as the package ``testrun``. ``harness.py`` runs next to candidate code and repor
 channel; ``channel.py`` reads them outside the test process; ``verdict.py`` runs two differently built
 harnesses and judges them against test ids learned from a run without candidate code; ``scan.py`` is the
 static tamper scan of candidate source. The host side (mounting, caching) lives in ``grading.py``.
+``README.md`` is the threat model: what is defended, how, and what is not.
 """

@@ -7,7 +7,7 @@ and no check between tests sees anything. So what the tests call of the code und
 functions and its classes' methods, is wrapped in an ``Entry``: each call raises the audit event
 ``ENTER`` before and ``LEAVE`` after it (and each step of a generator it returns), and the audit hook,
 which alone keeps how deep each thread is, compares what the tests rely on before the outermost call
-with what is there after it (``harness.watch``).
+with what is there after it (``hook.harness_events``).
 
 An ``Entry`` is a tuple (its tools and the wrapped callable: nothing in it can be changed) of a class
 that is frozen (``frozen.py``), and the functions it calls look up no name. Stdlib only, loaded by

@@ -13,34 +13,38 @@ namespace whose ``TestCase`` asserts nothing), or put a method into a test class
   modules: the harness's state is set once before candidate code runs) and of its classes' members, taken
   before the code under test runs (a library module loaded later is taken at the next check); any that
   moved is named.
-- ``Shape``: the test files' outline, parsed from their pristine source. Each class statement is recorded
-  with the file that ran it (``builtins.__build_class__`` is wrapped). At the first check each test
-  module's top-level names must be what the source binds (a ``def`` the function compiled from that file
-  with that name, a ``class`` the class its statement made, an import of a library module the object the
-  harness imported first), and each test class must be built only on classes that existed before the code
-  under test ran or that library or test code made, and hold only the names its source gives it; from
-  then on every such name keeps its identity.
-- ``while_running``: the same identities for what a test relies on as it runs (``relied_on``: builtins,
-  the runner's assertion modules and what they import, what the test files import; the test files' names
-  and classes), taken by the audit hook before each call the tests make into the code under test and
-  compared after it: a change that would put itself back before the next check is seen when the call
-  returns.
+- ``Shape``: the test files' outline (``outline.py``), parsed from their pristine source. Each class
+  statement is recorded with the file that ran it (``builtins.__build_class__`` is wrapped). At the first
+  check each test module's top-level names must be what the source binds (a ``def`` the function compiled
+  from that file with that name, a ``class`` the class its statement made, an import of a library module
+  the object the harness imported first), and each test class must be built only on classes that existed
+  before the code under test ran or that library or test code made, and hold only the names its source
+  gives it; from then on every such name keeps its identity.
+- ``holders.while_running``: the same identities for what a test relies on as it runs (``relied_on``:
+  builtins, the runner's assertion modules and what they import, what the test files import; the test
+  files' names and classes), taken by the audit hook before each call the tests make into the code under
+  test and compared after it: a change that would put itself back before the next check is seen when the
+  call returns.
 """
 
 from __future__ import annotations
 
-import ast
 import builtins
 import importlib
 import importlib.util
-import operator
 import os
 import re
 import sys
 import sysconfig
 import types
-from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (where it runs, the harness loads each module by path: ``_outline`` below)
+    from .outline import Outline
+
+_outline = sys.modules["_ms_outline"]  # loaded before this module (``harness._sibling``)
+_holders = sys.modules["_ms_holders"]
+hold = _holders.hold
 
 STD, TRUSTED, TEST, CANDIDATE = "std", "trusted", "test", "candidate"
 CLASS_MADE = "metasearch.harness.class"  # the audit event the wrapped ``__build_class__`` raises
@@ -58,14 +62,7 @@ MODULE_NAMES = frozenset({"__name__", "__doc__", "__package__", "__loader__", "_
 SWAPPED = frozenset({("warnings", "_showwarnmsg_impl"), ("warnings", "showwarning")})
 IMMUTABLE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: a class that refuses every change
 FROZEN = re.compile(r"<frozen [A-Za-z_][\w.]*>")  # a frozen module's code names it so, and nothing else
-# the modules whose names the runner's assertions and the tests' helpers look up as they run, beside the
-# modules these import and the ones the tests import (``relied_on``)
-RUNNER_MODULES = frozenset({
-    "builtins", "unittest", "unittest.case", "unittest.util", "pytest", "_pytest.python_api",
-    "_pytest.raises", "_pytest.recwarn", "_pytest.outcomes", "_pytest.approx",
-})  # fmt: skip
 _MISSING = object()
-DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 class Places:
@@ -91,7 +88,7 @@ class Places:
         file, and code compiled from a string. By the name the code carries, which whoever compiles it
         chooses: only an absolute path (where it really leads) or a frozen module's exact name counts
         (``<frozen>/../solution.py`` is the candidate's); the audit hook sees that a name claiming
-        another's file was given to that file's own source (``harness.watch``)."""
+        another's file was given to that file's own source (``hook.frames``)."""
         found = self.kinds.get(filename)
         if found is None:
             std, test, trusted, candidate = self._kinds
@@ -163,81 +160,6 @@ class Snapshot:
         self.holders.append(hold(label, space, keys))
 
 
-class _Body:
-    """What one class statement's body binds (or a module's top level)."""
-
-    def __init__(self, decorated: bool = False) -> None:
-        self.defs: set[str] = set()
-        self.classes: set[str] = set()
-        self.names: set[str] = set()  # every name the body binds, by any statement
-        self.imports: dict[str, tuple[str, str | None]] = {}  # name -> (module, attribute or None)
-        self.decorated = decorated  # a class decorator may give the class names its body does not
-        self.wrapped: set[str] = set()  # defs with decorators (their value may be a wrapper)
-        self.twice: set[str] = set()
-        self.star = False  # ``from m import *`` binds names the source does not show
-
-
-class Outline:
-    """A test file's module body and its class bodies, by qualified name."""
-
-    def __init__(self, source: str) -> None:
-        self.top = _Body()
-        self.classes: dict[str, _Body] = {}
-        self._walk(ast.parse(source), self.top, "")
-
-    def _walk(self, node: ast.AST, body: _Body, prefix: str) -> None:
-        for stmt in getattr(node, "body", []):
-            self._statement(stmt, body, prefix, unconditional=True)
-
-    def _statement(self, stmt: ast.stmt, body: _Body, prefix: str, *, unconditional: bool) -> None:
-        bound: list[str] = []
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            bound.append(stmt.name)
-            if unconditional:
-                body.defs.add(stmt.name)
-            if stmt.decorator_list:
-                body.wrapped.add(stmt.name)
-            self._nested(stmt, f"{prefix}{stmt.name}.<locals>.")
-        elif isinstance(stmt, ast.ClassDef):
-            bound.append(stmt.name)
-            if unconditional:
-                body.classes.add(stmt.name)
-            inner = _Body(decorated=bool(stmt.decorator_list))
-            self.classes[f"{prefix}{stmt.name}"] = inner
-            self._walk(stmt, inner, f"{prefix}{stmt.name}.")
-        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            for alias in stmt.names:
-                target: tuple[str, str | None]
-                if isinstance(stmt, ast.Import):
-                    name = alias.asname or alias.name.split(".")[0]
-                    target = (alias.name if alias.asname else alias.name.split(".")[0], None)
-                else:
-                    name = alias.asname or alias.name
-                    target = (stmt.module or "", alias.name)
-                bound.append(name)
-                body.star = body.star or alias.name == "*"
-                if unconditional and not getattr(stmt, "level", 0) and alias.name != "*":
-                    body.imports[name] = target
-        else:
-            for child in ast.walk(stmt):
-                if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
-                    bound.append(child.id)
-                elif isinstance(child, (*DEFINITIONS, ast.Import, ast.ImportFrom)):
-                    self._statement(child, body, prefix, unconditional=False)
-        for name in bound:
-            (body.twice if name in body.names else body.names).add(name)
-
-    def _nested(self, func: ast.AST, prefix: str) -> None:
-        """Classes a function body makes (a test that defines a class inside itself)."""
-        for child in ast.walk(func):
-            if isinstance(child, ast.ClassDef) and child is not func:
-                qualname = f"{prefix}{child.name}"
-                if qualname not in self.classes:
-                    inner = _Body(decorated=bool(child.decorator_list))
-                    self.classes[qualname] = inner
-                    self._walk(child, inner, f"{qualname}.")
-
-
 class Shape:
     """The test files' outlines, the classes their statements made, and what their names held at the first
     check. ``check`` is given the test modules (path -> module) as the runner holds them."""
@@ -247,7 +169,7 @@ class Shape:
         self.outlines: dict[str, Outline] = {}
         for path, source in sources.items():
             try:
-                self.outlines[path] = Outline(source)
+                self.outlines[path] = _outline.Outline(source)
             except (SyntaxError, ValueError):
                 continue  # a test file that does not parse fails its own tests
         self.expected: dict[tuple[str, str], Any] = {}
@@ -471,103 +393,6 @@ class Shape:
                 return os.path.realpath(code.co_filename) == path
             value = vars(value).get("__wrapped__")
         return False
-
-
-def holding(snapshot: Snapshot) -> Callable[[], list[str]]:
-    """``moved()``: the names of the snapshot's holders (and ``sys.modules`` entries) that no longer hold
-    what they held. A closure that looks up no name when it runs: every built-in and library function it
-    calls is bound here, so code that rebinds one (``operator.is_``, ``builtins.all``, this module's
-    ``Snapshot.moved``) cannot blind the check that reports the rebinding."""
-    modules, holders, live, cells = snapshot.modules, snapshot.holders, sys.modules, snapshot.cells
-    held = tuple(cell.cell_contents for cell in cells)
-    tuple_, list_, map_, all_, zip_, type_, is_ = tuple, list, map, all, zip, type, operator.is_
-
-    def moved() -> list[str]:
-        found = []
-        for name, (module, kind) in list_(modules.items()):
-            if live.get(name) is not module or type_(module) is not kind:
-                found.append(f"sys.modules[{name!r}]")
-        for label, space, keys, values in holders:
-            current = tuple_(map_(space.get, keys))
-            if not all_(map_(is_, current, values)):
-                found += [
-                    f"{label}.{k}" for k, a, b in zip_(keys, current, values, strict=True) if a is not b
-                ]
-        for cell, value in zip_(cells, held, strict=True):
-            if cell.cell_contents is not value:
-                found.append("builtins.__build_class__'s own names")
-        return found
-
-    return moved
-
-
-def hold(
-    label: str, space: Any, keys: Iterable[str], _tuple: type = tuple, _map: type = map
-) -> tuple[str, Any, tuple[str, ...], tuple[Any, ...]]:
-    """A holder as the snapshot keeps them: (label, namespace, names, what they hold now). Looks up no
-    name when it runs (the harness's checks call it)."""
-    names = _tuple(keys)
-    return label, space, names, _tuple(_map(space.get, names))
-
-
-def relied_on(imported: frozenset[str]) -> frozenset[str]:
-    """The names of the modules whose names a test relies on as it runs: the runner's assertion modules
-    (``RUNNER_MODULES``), the modules they import (``collections`` for ``assertCountEqual``, ``re`` for
-    ``assertRegex``) and ``imported``, what the test files import."""
-    found = set(RUNNER_MODULES | imported)
-    for name in RUNNER_MODULES:
-        module = sys.modules.get(name)
-        if isinstance(module, types.ModuleType):
-            found.update(v.__name__ for v in list(vars(module).values()) if isinstance(v, types.ModuleType))
-    return frozenset(found)
-
-
-def while_running(
-    holders: list[tuple[str, Any, tuple[str, ...], tuple[Any, ...]]],
-    classes: list[tuple[str, Any]],
-) -> tuple[Callable[[], tuple[Any, ...]], Callable[[tuple[Any, ...]], list[str]]]:
-    """``take()``: what ``holders`` hold now, and the names ``classes`` (label, namespace) have;
-    ``changed(taken)``: the names that no longer hold what they held when ``taken`` was taken, and those
-    a class gained or lost since (a method put in that hides an inherited one); a holder or class added
-    since is not compared. The audit hook takes them around each call the tests make into the code under
-    test. Closures that look up no name when they run."""
-    tuple_, map_, all_, zip_, is_, len_ = tuple, map, all, zip, operator.is_, len
-    getter, missing = operator.itemgetter, KeyError
-    getters: list[Any] = []  # per holder: its names' values in one call (a name missing: one at a time)
-
-    def nothing(space: Any) -> tuple[Any, ...]:
-        return ()
-
-    def held(space: Any, keys: tuple[str, ...], get: Any) -> tuple[Any, ...]:
-        try:
-            return get(space)
-        except missing:  # a name deleted
-            return tuple_(map_(space.get, keys))
-
-    def take() -> tuple[Any, ...]:
-        if len_(getters) < len_(holders):
-            for _, _, keys, _ in holders[len_(getters) :]:
-                getters.append(
-                    getter(*keys, *keys) if len_(keys) == 1 else getter(*keys) if keys else nothing
-                )
-        values = tuple_([held(space, keys, get) for (_, space, keys, _), get in zip_(holders, getters)])
-        return values, tuple_([tuple_(space) for _, space in classes])
-
-    def changed(taken: tuple[Any, ...]) -> list[str]:
-        found = []
-        values, names = taken or ((), ())
-        for (label, space, keys, _), get, before in zip_(holders, getters, values):
-            now = held(space, keys, get)
-            if not all_(map_(is_, now, before)):
-                found += [f"{label}.{k}" for k, a, b in zip_(keys, now, before) if a is not b]
-        for (label, space), had in zip_(classes, names):
-            current = tuple_(space)
-            if len_(current) != len_(had) or not all_(map_(is_, current, had)):
-                found += [f"{label}.{k} (added)" for k in current if k not in had]
-                found += [f"{label}.{k} (deleted)" for k in had if k not in current]
-        return found
-
-    return take, changed
 
 
 def _changed(label: str, holder: Any, names: dict[str, Any]) -> list[str]:

@@ -32,8 +32,8 @@ from .channel import Run, run_harness
 TAMPER = "tamper_suspect"
 GUARD_REFUSED = "a grader-owned guard refused"  # in the test process: jest_guard.js, EqualityGuard.java
 GUARD_REFUSAL = re.compile(r"metasearch: (the code under test tried to [a-z -]+(?:: [\w.$]+)?)")  # a guard's
-ALWAYS_EQUAL = "always-equal class"  # harness.ALWAYS_EQUAL
-WATCHED = "watched"  # harness.WATCH: what the audit hook saw the code under test do
+ALWAYS_EQUAL = "always-equal class"  # watching.ALWAYS_EQUAL
+WATCHED = "watched"  # hook.WATCH: what the audit hook saw the code under test do
 SHAPE = "tests changed"  # shape.SHAPE: a test module's names or a test class changed, or an import hook
 INCONSISTENT = "inconsistent_results"
 MODES = ("pytest", "direct")
