@@ -3,7 +3,8 @@
 For every agent: its own (successes, trials) — a score in [0, 1] counts as that fraction of a success —
 and the same sums over its clade (the agent and all its descendants), kept current incrementally by
 walking the ancestor path once per result (O(depth)), never by re-walking the tree. Also: evaluations in
-flight, expansions in flight, failed expansions, children, and which tasks each agent has been given.
+flight, expansions in flight, failed expansions, children, which tasks each agent has been given, and
+each agent's (counted) score per finished task, what diversity-aware parent choice compares.
 
 An evaluation with integrity flags (the grader saw tampering, stale output, work outside the timing...)
 counts as a failure: score 0 in the agent's own and every clade sum, whatever score it reported, so a
@@ -28,6 +29,7 @@ class SearchTree:
         self.index: dict[str, int] = {}
         self.children: list[list[int]] = []
         self.seen: list[set[str]] = []
+        self.scores: list[dict[str, float]] = []  # per agent: task -> counted score (latest if repeated)
         self._cap = 0
         self._grow(capacity)
 
@@ -101,6 +103,7 @@ class SearchTree:
             tree.index[agent_id] = k
             tree.children.append([])
             tree.seen.append(set())
+            tree.scores.append({})
             parent[k] = p
             if p >= 0:
                 tree.children[p].append(k)
@@ -112,6 +115,7 @@ class SearchTree:
                 raise ValueError(f"score must lie in [0, 1], got {score}")
             i = tree.index[agent_id]
             tree.seen[i].add(task_id)
+            tree.scores[i][task_id] = score
             own_s[i] += score
             own_n[i] += 1
             if durations:
@@ -150,6 +154,7 @@ class SearchTree:
         self.index[agent_id] = n
         self.children.append([])
         self.seen.append(set())
+        self.scores.append({})
         self.parent[n] = p
         self.depth[n] = 0 if p < 0 else self.depth[p] + 1
         if p >= 0:
@@ -194,6 +199,7 @@ class SearchTree:
         else:
             self.seen[i].add(task_id)
             self.n_seen[i] += 1
+        self.scores[i][task_id] = score
         self.own_s[i] += score
         self.own_n[i] += 1
         self.own_time[i] += duration
@@ -221,6 +227,10 @@ class SearchTree:
     def clade(self, agent_id: str) -> tuple[float, int]:
         i = self.index[agent_id]
         return float(self.clade_s[i]), int(self.clade_n[i])
+
+    def task_scores(self, agent_id: str) -> dict[str, float]:
+        """The agent's counted score on each task it has a result for (a copy)."""
+        return dict(self.scores[self.index[agent_id]])
 
     def is_flagged(self, agent_id: str) -> bool:
         return bool(self.flagged[self.index[agent_id]])

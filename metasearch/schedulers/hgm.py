@@ -21,7 +21,10 @@ failures of its clade (a parent whose children never compile is not productive),
 ``eval_virtual_loss`` counts an agent's evaluations in flight as virtual failures when choosing what to
 evaluate (so eight workers do not all pile onto one lucky newcomer before its first result is back), and
 ``cost_exponent`` prefers the cheaper of equally promising evaluations (an agent whose evaluations take
-twice the mean time needs a draw 2 ** cost_exponent times higher).
+twice the mean time needs a draw 2 ** cost_exponent times higher). Two diversity options act on the parent
+choice only, comparing agents' per-task results on the tasks they share (``diversity.py``): ``novelty``
+adds ``novelty`` x (the candidate's mean distance to the other agents' per-task scores) to its clade draw,
+and ``pareto_parents`` draws only among parents no agent dominates task by task (all when none is left).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
+from metasearch.schedulers import diversity
 from metasearch.schedulers.base import (
     BaseScheduler,
     SchedulerConfig,
@@ -57,6 +61,10 @@ class HGMConfig(SchedulerConfig):
     eval_virtual_loss: bool = False
     cost_exponent: float = Field(0.0, ge=0)
     """> 0: divide an evaluation candidate's Thompson draw by (its mean evaluation time / the mean) ** this."""
+    novelty: float = Field(0.0, ge=0)
+    """> 0: a parent's clade draw plus this x its mean per-task distance to the other agents (0..1)."""
+    pareto_parents: bool = False
+    """Draw parents only among those on the per-task Pareto front of the archive (all if it is empty)."""
 
 
 class HGMScheduler(BaseScheduler):
@@ -103,13 +111,21 @@ class HGMScheduler(BaseScheduler):
 
     def choose_parent(self, state: SearchState, parents: np.ndarray, rng: np.random.Generator) -> int:
         tree = state.tree
+        if self.config.pareto_parents:
+            front = diversity.pareto_front(tree, state.tasks, parents)
+            parents = front if len(front) else parents
         s = tree.view("clade_s")[parents]
         f = tree.view("clade_n")[parents] - s
         if self.config.pending_aware:
             f = f + tree.view("pending_expansions")[parents]
         if self.config.count_failed_expansions:
             f = f + tree.view("failed")[parents]
-        return int(parents[thompson_argmax(s, f, rng, self.tau(state))])
+        if self.config.novelty <= 0:
+            return int(parents[thompson_argmax(s, f, rng, self.tau(state))])
+        tau = self.tau(state)
+        draws = rng.beta(tau * (1.0 + s), tau * (1.0 + f))
+        draws = draws + self.config.novelty * diversity.novelty(tree, state.tasks, parents)
+        return int(parents[int(np.argmax(draws))])
 
     def choose_agent(self, state: SearchState, candidates: np.ndarray, rng: np.random.Generator) -> int:
         tree = state.tree
@@ -147,6 +163,8 @@ class HGMPaperConfig(HGMConfig):
     count_failed_expansions: bool = False
     eval_virtual_loss: bool = False
     cost_exponent: float = Field(0.0, ge=0)
+    novelty: float = Field(0.0, ge=0)
+    pareto_parents: bool = False
 
 
 class HGMPaperScheduler(HGMScheduler):

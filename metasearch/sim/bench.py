@@ -1,8 +1,8 @@
 """``metasearch bench schedulers``: every scheduler on the same simulated landscapes and seeds (paired).
 
-One table per landscape family (``--families default,disagreement``; ``--calibrated fit.json`` from
-``metasearch sim calibrate`` adds ``calibrated``; ``--landscape module:factory`` replaces them with one of
-your own). Per scheduler: true quality of the final selected agent (mean and 95% CI over seeds), best true
+One table per landscape family (``--families default,disagreement``, also ``grouped`` and ``deceptive``
+from ``grouped.py``; ``--calibrated fit.json`` from ``metasearch sim calibrate`` adds ``calibrated``;
+``--landscape module:factory`` replaces them with one of your own). Per scheduler: true quality of the final selected agent (mean and 95% CI over seeds), best true
 quality in its tree, regret against the best agent any scheduler found on the same seed, evaluations and
 expansions used, simulated wall time and busy (sandbox) time, the weighted correlation of the clade estimate (and of the own
 score) with the best descendant's empirical score, and the paired difference to ``hgm-paper`` (the
@@ -28,6 +28,7 @@ import numpy as np
 
 from metasearch.registry import SCHEDULERS
 from metasearch.sim.engine import cmp_correlations, simulate
+from metasearch.sim.grouped import deceptive_family, grouped_family
 from metasearch.sim.landscape import default_family, disagreement_family
 from metasearch.sim.realism import Realism
 
@@ -39,12 +40,19 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "hgm-paper+eval-vl": ("hgm-paper", {"eval_virtual_loss": True}),
     "hgm-paper-no-cooldown": ("hgm-paper", {"cool_down": False}),
     "hgm-paper+cost": ("hgm-paper", {"cost_exponent": 1.0}),
+    "hgm-paper+novelty": ("hgm-paper", {"novelty": 0.2}),
+    "hgm-paper+pareto": ("hgm-paper", {"pareto_parents": True}),
     "mcts": ("mcts", {}),
     "dgm": ("dgm", {}),
     "greedy": ("greedy", {}),
     "random": ("random", {}),
 }
-FAMILIES = {"default": default_family, "disagreement": disagreement_family}
+FAMILIES = {
+    "default": default_family,
+    "disagreement": disagreement_family,
+    "grouped": grouped_family,
+    "deceptive": deceptive_family,
+}
 
 
 @dataclass(frozen=True)
@@ -204,7 +212,7 @@ COLUMNS = [
 def run(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="metasearch bench schedulers", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--families", default="default,disagreement", help="comma-separated: default, disagreement"
+        "--families", default="default,disagreement", help=f"comma-separated: {', '.join(FAMILIES)}"
     )
     parser.add_argument(
         "--calibrated", default=None, help="a fit from `metasearch sim calibrate` (adds a family)"

@@ -2,10 +2,11 @@
 
 The scheduler sees exactly what it sees in a real study: a SearchTree with reservations, pending
 expansions and results, and a SearchState with the budget, usage and worker count. Expansions call
-``landscape.child``; an evaluation of a design on task t succeeds with the design's solve probability for t
-(see ``realism.py`` for task difficulty, durations, infrastructure failures, token costs and the seed's free
-evaluation). Time advances to the next finishing job; a freed worker immediately asks for the next job.
-Randomness: ``[seed, 1]`` drives the world (landscape, outcomes, durations), ``[seed, 2]`` the scheduler,
+``landscape.child``; an evaluation of a design on task t succeeds with the design's solve probability for t,
+made from its latent quality (or, where the landscape has ``task_qualities(state, n_tasks)``, its latent
+quality on t): see ``realism.py`` for task difficulty, durations, infrastructure failures, token costs and
+the seed's free evaluation. Time advances to the next finishing job; a freed worker immediately asks for
+the next job. Randomness: ``[seed, 1]`` drives the world (landscape, outcomes, durations), ``[seed, 2]`` the scheduler,
 ``[seed, 3]`` the task set, so paired runs of two schedulers share the landscape and the tasks.
 """
 
@@ -58,7 +59,9 @@ class _World:
     speed: dict[str, float] = field(default_factory=dict)
 
     def add(self, agent_id: str, state: Any) -> None:
-        p = solve_probabilities(float(self.landscape.quality(state)), self.easiness)
+        per_task = getattr(self.landscape, "task_qualities", None)  # optional: one latent quality per task
+        q = per_task(state, len(self.tasks)) if callable(per_task) else float(self.landscape.quality(state))
+        p = solve_probabilities(q, self.easiness)
         self.states[agent_id], self.probs[agent_id], self.truth[agent_id] = state, p, float(p.mean())
         sigma = self.realism.design_speed_sigma if self.realism.durations else 0.0
         self.speed[agent_id] = float(np.exp(self.rng.normal(0.0, sigma))) if sigma else 1.0

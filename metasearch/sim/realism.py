@@ -82,10 +82,11 @@ class Realism:
         return e
 
 
-def solve_probabilities(quality: float, easiness: np.ndarray) -> np.ndarray:
-    """Per-task solve probabilities of a design of latent quality ``quality`` in (0, 1)."""
+def solve_probabilities(quality: float | np.ndarray, easiness: np.ndarray) -> np.ndarray:
+    """Per-task solve probabilities of a design of latent quality ``quality`` in (0, 1): one number, or one
+    per task (a landscape whose designs are better at some tasks than at others)."""
     if not np.any(easiness):
-        return np.full(len(easiness), quality)
-    q = min(max(quality, 1e-6), 1 - 1e-6)
+        return np.broadcast_to(np.asarray(quality, dtype=float), (len(easiness),)).copy()
+    q = np.clip(quality, 1e-6, 1 - 1e-6)
     with np.errstate(over="ignore"):
         return 1.0 / (1.0 + np.exp(-(np.log(q / (1 - q)) + easiness)))

@@ -144,7 +144,7 @@ def test_a_replayed_tree_equals_the_incremental_one(agents: int, results: int, s
     replayed = SearchTree.replayed(history, evals)
     n = agents
     assert replayed.ids == incremental.ids and replayed.children == incremental.children
-    assert replayed.seen == incremental.seen
+    assert replayed.seen == incremental.seen and replayed.scores == incremental.scores
     for name in (
         "parent",
         "depth",
@@ -172,6 +172,7 @@ def test_a_flagged_result_counts_as_a_failure_and_is_never_final() -> None:
         tree.add_result("cheat", task, 1.0, ("tampered_timer",) if task == "t1" else ())
         tree.add_result("heir", task, 0.6)
     assert tree.own("cheat") == (2.0, 3) and tree.is_flagged("cheat") and not tree.is_flagged("heir")
+    assert tree.task_scores("cheat") == {"t1": 0.0, "t2": 1.0, "t3": 1.0}
     assert tree.clade("seed") == (pytest.approx(0.9 + 2.0 + 1.8), 9)
     assert select_final(tree) == "heir" and select_final(tree, method="mean") == "heir"
     replayed = replay_results(
@@ -184,6 +185,7 @@ def test_a_flagged_result_counts_as_a_failure_and_is_never_final() -> None:
     )
     for name in ("own_s", "own_n", "clade_s", "clade_n", "flagged"):
         assert np.allclose(replayed.view(name), tree.view(name)), name
+    assert replayed.scores == tree.scores
     only_flagged = SearchTree()
     only_flagged.add_agent("cheat", None)
     only_flagged.add_result("cheat", "t1", 1.0, ("stale_output",))

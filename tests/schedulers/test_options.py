@@ -25,6 +25,8 @@ OPTIONS: list[tuple[str, str, Any]] = [
     ("hgm", "count_failed_expansions", True),
     ("hgm", "eval_virtual_loss", True),
     ("hgm", "cost_exponent", 2.0),
+    ("hgm", "novelty", 0.5),
+    ("hgm", "pareto_parents", True),
     ("hgm-paper", "cool_down", False),
     ("hgm-paper", "initial_expansions", 0),
     ("mcts", "selection", "thompson"),

@@ -116,3 +116,22 @@ def test_a_wall_time_budget_stops_new_jobs_and_cools_the_sampler() -> None:
     both = state(Budget(evaluations=800, tokens=1000), Usage(evaluations=200, tokens=900))
     assert budget_left(both) == pytest.approx(0.1) and scheduler.tau(both) == pytest.approx(10.0)
     assert budget_left(state(Budget(), Usage())) is None and scheduler.tau(state(Budget(), Usage())) == 1.0
+
+
+@pytest.mark.parametrize("family", ["grouped", "deceptive"])
+def test_grouped_families_give_designs_a_quality_per_task_group(family: str) -> None:
+    from metasearch.sim.bench import FAMILIES
+
+    landscape = FAMILIES[family](np.random.default_rng(5))
+    rng = np.random.default_rng(0)
+    state = landscape.root(rng)
+    for _ in range(30):
+        state = landscape.child(state, rng) or state
+    groups = len(state.skills)
+    per_task = landscape.task_qualities(state, 12)
+    assert np.allclose(per_task[:groups], state.skills) and np.allclose(
+        per_task[groups : 2 * groups], per_task[:groups]
+    )
+    cls = SCHEDULERS.resolve("hgm")
+    result = simulate(landscape, cls(cls.Config()), budget=60, workers=4, n_tasks=12, seed=5)
+    assert result.evaluations == 60 and 0 < result.final_quality <= 1

@@ -1,0 +1,52 @@
+"""Per-task diversity of an archive: how an agent's results differ from the others', and who is on the front.
+
+Both read the per-task scores a ``SearchTree`` keeps (``scores``: task -> counted score) and compare two
+agents only on the tasks both have a result for. Used by ``hgm``'s ``novelty`` and ``pareto_parents``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from metasearch.schedulers.cmp import SearchTree
+
+
+def score_matrix(tree: SearchTree, tasks: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, has): agents x tasks, ``has`` true where the agent has a result on the task."""
+    col = {t: k for k, t in enumerate(tasks)}
+    scores = np.zeros((len(tree), len(tasks)))
+    has = np.zeros((len(tree), len(tasks)), dtype=bool)
+    for i, row in enumerate(tree.scores):
+        for task, score in row.items():
+            k = col.get(task)
+            if k is not None:
+                scores[i, k], has[i, k] = score, True
+    return scores, has
+
+
+def novelty(tree: SearchTree, tasks: Sequence[str], candidates: np.ndarray) -> np.ndarray:
+    """Per candidate: the mean, over other agents sharing at least one task with it, of the mean absolute
+    difference of their scores on the shared tasks; 0 when it shares no task with anyone."""
+    scores, has = score_matrix(tree, tasks)
+    s, h = scores[candidates][:, None, :], has[candidates][:, None, :]
+    both = h & has[None, :, :]  # candidates x agents x tasks
+    shared = both.sum(axis=2)
+    shared[np.arange(len(candidates)), candidates] = 0  # not against itself
+    diff = np.where(both, np.abs(s - scores[None, :, :]), 0.0).sum(axis=2)
+    dist = np.divide(diff, shared, out=np.zeros(shared.shape), where=shared > 0)
+    others = (shared > 0).sum(axis=1)
+    return np.divide(dist.sum(axis=1), others, out=np.zeros(len(candidates)), where=others > 0)
+
+
+def pareto_front(tree: SearchTree, tasks: Sequence[str], candidates: np.ndarray) -> np.ndarray:
+    """The candidates no other agent with results dominates: at least as good on every task both have a
+    result for, and better on one. Compared against the whole archive, not only the candidates."""
+    scores, has = score_matrix(tree, tasks)
+    s, h = scores[candidates][:, None, :], has[candidates][:, None, :]
+    both = h & has[None, :, :]
+    geq = np.where(both, scores[None, :, :] >= s, True).all(axis=2)
+    gt = (both & (scores[None, :, :] > s)).any(axis=2)
+    dominated = (geq & gt).any(axis=1)  # an agent is never > itself, so no self-domination
+    return candidates[~dominated]
