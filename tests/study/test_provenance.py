@@ -87,7 +87,12 @@ def test_the_record_is_written_once_at_creation_and_stamped_on_every_evaluation(
         _run(launch.create(load_config(_config(tmp_path, llm.base_url, problems)), study_dir))
     record = json.loads((study_dir / "provenance.json").read_text())
     assert record["llm"]["model"] == "scripted-7b" and record["llm"]["served"] == ["scripted-7b"]
-    assert record["llm"]["sampling"] == {"llm.max_tokens": 4096, "proposer.temperature": 0.7}
+    assert record["llm"]["sampling"] == {
+        "llm.max_tokens": 4096,
+        "proposer.temperature": 0.7,
+        "proposer.reply_tokens": 1024,
+        "proposer.frequency_penalty": None,
+    }
     assert record["sandbox"]["kind"] == "local" and record["scheduler"]["name"] == "greedy"
     assert record["seeds"] == {"study.seed": 0}
     assert set(record["suite"]["tasks"]) == {f"kernelbench/L1/{i}_Scale" for i in range(1, 5)}
