@@ -39,6 +39,17 @@ def row(lines: list[str], first: str) -> list[str]:
     return next(cells(line) for line in lines if cells(line)[0] == first)
 
 
+def status_json(study: Path) -> dict:
+    """``metasearch status STUDY --json`` as a user runs it, parsed."""
+    result = subprocess.run(
+        [sys.executable, "-m", "metasearch.cli", "status", str(study), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return dict(json.loads(result.stdout))
+
+
 def render(study: Path, now: float) -> str:
     console = Console(record=True, width=140, file=open(os.devnull, "w"))  # noqa: SIM115
     print_status(study, console, now=now)
@@ -88,13 +99,7 @@ def test_a_crashed_run_shows_its_open_jobs(tmp_path: Path) -> None:
 def test_json_is_unchanged(tmp_path: Path) -> None:
     study, archive = make_study(tmp_path)
     archive.close()
-    result = subprocess.run(
-        [sys.executable, "-m", "metasearch.cli", "status", str(study), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    data = json.loads(result.stdout)
+    data = status_json(study)
     assert list(data) == JSON_KEYS
     assert data["budget"] == {
         "evaluations": [0, 8],
@@ -143,13 +148,7 @@ def test_failed_expansions_are_counted_by_class(tmp_path: Path) -> None:
     assert states["failed expansions"] == "3" and states["no_edit"] == "2" and states["truncated"] == "1", (
         states
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "metasearch.cli", "status", str(study), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    data = json.loads(result.stdout)
+    data = status_json(study)
     assert data["expansions_failed"] == 3
     assert data["expansions_failed_by_kind"] == {"no_edit": 2, "truncated": 1}
     assert list(data["expansions_failed_by_kind"]) == ["no_edit", "truncated"]  # most frequent first
