@@ -98,3 +98,17 @@ def test_repetition_is_recognised() -> None:
     assert repetition("ok\n" + "    x = x + 1\n" * 20) is not None
     assert repetition("Here is the plan. " + "the learning rate is too high and " * 12) is not None
     assert repetition('knobs.json\n```json\n{"lr": 0.01}\n```\n') is None
+
+
+def test_a_link_in_the_workspace_is_never_written_through(
+    ws: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A parent's tree may hold a link planted by an earlier candidate: an edit naming it is refused, and
+    the file it points at (here outside the workspace) is left alone."""
+    outside = tmp_path_factory.mktemp("host") / "secrets.json"
+    outside.write_text("{}\n")
+    (ws / "link.json").symlink_to(outside)
+    with pytest.raises(EditError) as err:
+        run(ws, 'link.json\n```json\n{"pwned": true}\n```')
+    assert err.value.kind == "unknown_file"
+    assert outside.read_text() == "{}\n"
