@@ -298,7 +298,11 @@ class PolyglotSuite:
                 memory_mb=4096,
                 pids=GRADING_PIDS,
                 workdir="/exercise",
-                what=f"polyglot: cannot grade {ex.language}/{ex.name}",
+                what=(
+                    f"polyglot: the trusted run of {ex.language}/{ex.name}'s example solution"
+                    if mode == "expect"
+                    else f"polyglot: cannot grade {ex.language}/{ex.name}"
+                ),
                 runs_candidate=mode != "expect",
                 hint=IMAGE_FIX,
             )

@@ -19,7 +19,7 @@ from metasearch.events import ExpansionRejected, InfraFailure
 from metasearch.llm.scripted import ScriptedLLM
 from metasearch.types import Expand
 
-CAP = 60_000
+CAP = 40_000
 REPLY = "A long answer without a diff. " + "word " * 3000
 
 

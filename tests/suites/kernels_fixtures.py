@@ -435,13 +435,13 @@ EXPLOITS: dict[str, tuple[str, str, str]] = {
         ),
         "answered out of turn",
     ),
-    # ends the judge itself
+    # ends the judge itself: its own grading run printed no verdict, which is the candidate's 0
     "killed_judge": (
         "row_softmax",
         _module(
             "row_softmax", _SOFTMAX, prelude="import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
         ),
-        "grader failed",
+        "printed nothing",
     ),
     # makes itself the process the kernel spares when memory runs out, so that filling memory would end the
     # judge (no verdict) instead of the candidate
@@ -649,7 +649,7 @@ DOCKER_EXPLOITS: dict[str, tuple[str, str, tuple[str, ...]]] = {
                 "os.kill(os.getppid(), 9)\n"
             ),
         ),
-        ("grader failed",),
+        ("printed nothing",),
     ),
     # pins memory that killing its processes does not give back (files in the in-memory /tmp and /dev/shm),
     # then takes all the rest until the kernel kills it: the judge must not be the one that runs out (its

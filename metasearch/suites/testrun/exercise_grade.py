@@ -84,6 +84,9 @@ def grade(mode: str, exercise: str, artifact: str, spec: dict[str, Any], work: s
     tests = {rel: _read(os.path.join(exercise, rel)) for rel in spec["test"]}
     timeout = spec["run_timeout"]
     if mode == "expect":
+        missing = [e for e in spec["example"] if not os.path.isfile(os.path.join(exercise, e))]
+        if missing:
+            return {"grader_fault": f"the example solution is missing: {', '.join(missing)}"}
         for example, rel in example_targets(spec["example"], spec["solution"]):
             shutil.copyfile(os.path.join(exercise, example), os.path.join(work, rel))
         manifest = os.path.join(exercise, RUST_EXAMPLE_MANIFEST)
