@@ -27,10 +27,13 @@ from typing import Any
 import numpy as np
 
 from metasearch.registry import SCHEDULERS
+from metasearch.sim.calibrate import calibrated_family
 from metasearch.sim.engine import cmp_correlations, simulate
 from metasearch.sim.grouped import deceptive_family, grouped_family
 from metasearch.sim.landscape import default_family, disagreement_family
 from metasearch.sim.realism import Realism
+from metasearch.sim.scale import report as scale_report
+from metasearch.sim.table import print_table
 
 BASELINE = "hgm-paper"
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -75,8 +78,6 @@ def family_factory(spec: str, n_tasks: int) -> Any:
     if spec in FAMILIES:
         return FAMILIES[spec]
     if spec.startswith("calibrated:"):
-        from metasearch.sim.calibrate import calibrated_family
-
         return calibrated_family(spec.removeprefix("calibrated:"), n_tasks=n_tasks)
     module, _, attr = spec.partition(":")
     return getattr(importlib.import_module(module), attr)
@@ -175,24 +176,6 @@ def compare(
     return out
 
 
-def _fmt(x: Any) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    if isinstance(x, list):
-        return "[" + ", ".join(f"{v:+.3f}" for v in x) + "]"
-    return f"{x:.3f}" if isinstance(x, float) else str(x)
-
-
-def print_table(rows: list[dict[str, Any]], columns: list[str], title: str | None = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(*columns, title=title)
-    for r in rows:
-        table.add_row(*[_fmt(r.get(c)) for c in columns])
-    Console(width=220).print(table)
-
-
 COLUMNS = [
     "scheduler",
     "final_quality_mean",
@@ -234,9 +217,7 @@ def run(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", action="store_true")
     args = parser.parse_args(argv)
     if args.scale:
-        from metasearch.sim.scale import report
-
-        return report(args.json)
+        return scale_report(args.json)
     labels = [v.strip() for v in args.schedulers.split(",") if v.strip()]
     unknown = [v for v in labels if v not in VARIANTS]
     if unknown:
