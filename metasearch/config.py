@@ -2,7 +2,9 @@
 
 Every model forbids unknown keys. Pluggable sections (``scheduler``, ``proposer``, ``suite``) name an
 implementation by registry name; the remaining keys are validated by that implementation's ``Config``
-model. Every error names the dotted key path and, where it is a choice, the allowed values.
+model. Every error names the dotted key path and, where it is a choice, the allowed values. The sections of
+one part live beside it (``llm/config.py``, ``sandboxes/config.py``, ``proposers/gate.py``); ``Config``
+puts them together.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from metasearch.errors import ConfigError
+from metasearch.llm.config import LLMSection
 from metasearch.manifest import format_validation_error
 from metasearch.proposers.gate import GateConfig
 from metasearch.registry import PROPOSERS, SCHEDULERS, SUITES, Registry
-from metasearch.sandboxes.protocol import ResolvedLimits
+from metasearch.sandboxes.config import SandboxSection
 from metasearch.types import Budget
 
 
@@ -63,80 +66,6 @@ class BudgetSection(_Strict):
 
     def to_budget(self) -> Budget:
         return Budget(**self.model_dump())
-
-
-class SandboxSection(_Strict):
-    name: Literal["auto", "docker", "local"] = "auto"
-    image: str | None = None
-    """Docker image tag, or the name of an offline-built image (``polyglot``: the tag
-    ``metasearch images build polyglot`` makes); default: the image ``metasearch images build`` makes."""
-    cpus: float = Field(1.0, gt=0)
-    memory_mb: int = Field(2048, ge=64)
-    pids: int = Field(256, ge=16)
-    output_bytes: int = Field(1_000_000, ge=1024)
-    tmp_mb: int = Field(512, ge=16)
-    disk_mb: int = Field(1024, ge=16)
-    """Size of each writable area of a run (the task folder, a workspace). In Docker it is memory-backed,
-    like /tmp, so what a run writes there counts toward memory_mb too; a run that fills it fails with a
-    reason saying "disk limit"."""
-    gpus: Literal["none", "all"] | list[str] = "none"
-    gpu_share: int = Field(1, ge=1)
-    pin_cores: bool = True
-    """Each run gets CPU cores of its own while there are enough (``ceil(cpus)`` of them; then the least
-    used), so that concurrent runs do not share a core while others idle (timings would disturb each
-    other). Turn it off for a Docker engine on another machine, whose cores these are not."""
-
-    def limits(self) -> ResolvedLimits:
-        """Every sandbox run's limits (a run sets only its timeout, or asks for more memory for a grader)."""
-        return ResolvedLimits(
-            cpus=self.cpus,
-            memory_mb=self.memory_mb,
-            pids=self.pids,
-            output_bytes=self.output_bytes,
-            tmp_mb=self.tmp_mb,
-            disk_mb=self.disk_mb,
-        )
-
-
-class ServeSection(_Strict):
-    """A vLLM server metasearch starts and stops itself (see ``metasearch.llm.serve``)."""
-
-    model: str
-    """A local model directory or a name vLLM resolves (offline machines: a directory)."""
-    served_model_name: str | None = None
-    python: str | None = None
-    """Interpreter with vLLM installed (default: metasearch's own)."""
-    host: str = "127.0.0.1"
-    env: dict[str, str] = Field(default_factory=dict)
-    tensor_parallel_size: int = Field(1, ge=1)
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
-    max_model_len: int | None = Field(None, ge=1)
-    port: int = Field(0, ge=0, le=65535)
-    extra_args: list[str] = Field(default_factory=list)
-    gpus: list[str] = Field(default_factory=lambda: ["0"])
-    startup_timeout_s: float = Field(600, gt=0)
-
-
-class LLMSection(_Strict):
-    base_url: str | None = None
-    """An OpenAI-compatible endpoint (``http://host:8000/v1``); unset with ``serve``: the managed server."""
-    model: str | None = None
-    """Default: the endpoint's first listed model."""
-    api_key_env: str | None = "OPENAI_API_KEY"
-    """Name of the environment variable holding the key (never the key itself: configs are archived)."""
-    serve: ServeSection | None = None
-    max_tokens_per_job: int | None = Field(None, ge=1)
-    """Per-job token budget enforced by the gateway (the study's is ``budget.tokens``)."""
-    max_tokens: int | None = Field(4096, ge=1)
-    """Default ``max_tokens`` of each completion the host asks for."""
-    timeout_s: float = Field(300.0, gt=0)
-    max_retries: int = Field(4, ge=0)
-    retry_backoff_s: float = Field(0.5, ge=0)
-    """First gateway retry delay (doubling); the client uses the ``openai`` package's backoff."""
-    trace: bool = False
-    """Record each host-side call (meta-agent) as an MLflow trace in the study's experiment."""
-    price_input_per_mtok: float = Field(0.0, ge=0)
-    price_output_per_mtok: float = Field(0.0, ge=0)
 
 
 class RayTaskResources(_Strict):

@@ -30,7 +30,9 @@ from metasearch.machine import (
 )
 
 if TYPE_CHECKING:
-    from metasearch.config import LLMSection, ResolvedConfig, SandboxSection
+    from metasearch.config import ResolvedConfig
+    from metasearch.llm.config import LLMSection
+    from metasearch.sandboxes.config import SandboxSection
 
 __all__ = ["Check", "config_checks", "dry_run", "missing", "render"]
 

@@ -19,12 +19,12 @@ import httpx
 
 from metasearch.errors import ConfigError
 from metasearch.llm.client import LLMClient
+from metasearch.llm.config import LLMSection
 from metasearch.llm.gateway import Gateway
 from metasearch.llm.serve import VLLMServer
 from metasearch.llm.usage import Prices, TokenMeter
 
 if TYPE_CHECKING:
-    from metasearch.config import LLMSection
     from metasearch.sandboxes.ray_host import LedgerMeter
 
 log = logging.getLogger(__name__)

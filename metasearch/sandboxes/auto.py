@@ -8,14 +8,11 @@ at study start, unless the user chose ``sandbox.name: local`` explicitly.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from metasearch.errors import ConfigError, InfrastructureError
+from metasearch.sandboxes.config import SandboxSection
 from metasearch.sandboxes.local import LocalSandbox
 from metasearch.sandboxes.protocol import Sandbox
-
-if TYPE_CHECKING:
-    from metasearch.config import SandboxSection
 
 log = logging.getLogger(__name__)
 

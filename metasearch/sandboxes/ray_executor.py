@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metasearch.config import ExecutorSection, RayTaskResources, SandboxSection
+from metasearch.config import ExecutorSection, RayTaskResources
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.events import ExpansionRejected, Outcome
 from metasearch.llm.usage import Prices
@@ -40,6 +40,7 @@ from metasearch.proposers.base import ProposalContext
 from metasearch.proposers.gate import Verdict, smoke_spec
 from metasearch.runner import Runner
 from metasearch.sandboxes import ray_jobs
+from metasearch.sandboxes.config import SandboxSection
 from metasearch.sandboxes.ray_nodes import NodeLog
 from metasearch.suites.protocol import TaskResult
 from metasearch.types import Agent, Evaluate, Expand, Job, Proposal

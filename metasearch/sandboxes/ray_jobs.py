@@ -18,11 +18,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from metasearch.config import SandboxSection
 from metasearch.errors import ConfigError, InfrastructureError, SandboxViolation
 from metasearch.llm.usage import BudgetExhausted
 from metasearch.proposers.base import ProposalContext, ProposalFailed
 from metasearch.runner import evaluate_in_sandbox
+from metasearch.sandboxes.config import SandboxSection
 from metasearch.sandboxes.protocol import Limits, Sandbox
 from metasearch.suites.protocol import Suite, Task, TaskResult, grader_files
 from metasearch.types import Agent

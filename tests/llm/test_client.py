@@ -99,7 +99,7 @@ def test_calls_from_many_threads_reach_the_server_at_once() -> None:
 def test_calls_are_traced_in_the_study_experiment_when_asked(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import mlflow
 
-    from metasearch.config import LLMSection
+    from metasearch.llm.config import LLMSection
     from metasearch.llm.service import LLMService
     from metasearch.tracking import store
 

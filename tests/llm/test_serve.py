@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from metasearch.config import LLMSection, ServeSection
 from metasearch.errors import InfrastructureError
+from metasearch.llm.config import LLMSection, ServeSection
 from metasearch.llm.serve import VLLMServer, vllm_command
 from metasearch.llm.service import LLMService
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from metasearch.config import LLMSection, ServeSection
+from metasearch.llm.config import LLMSection, ServeSection
 from metasearch.llm.gateway import SOCKET_DIR, SOCKET_PATH
 from metasearch.llm.service import LLMService
 from metasearch.sandboxes.protocol import Limits, Mount, RunSpec
