@@ -172,8 +172,8 @@ def doctor() -> None:
 @app.command()
 def status(study_dir: StudyDir, json_: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Budget used, agents by state, best-belief agent and running jobs of a study (fast; read-only)."""
+    from metasearch.cluster.ray_nodes import node_lines, node_summary
     from metasearch.report import status_dict
-    from metasearch.sandboxes.ray_nodes import node_lines, node_summary
     from metasearch.status_view import print_status
 
     try:

@@ -55,7 +55,7 @@ class Launched:
         if callable(sweep):
             sweep()
         if self.resolved.config.executor.name == "ray":
-            from metasearch.sandboxes.ray_executor import stop_ray
+            from metasearch.cluster.ray_executor import stop_ray
 
             sweep_nodes = getattr(self.runner, "sweep_nodes", None)
             try:  # what lost tasks left on the workers' Docker
@@ -105,7 +105,7 @@ def preflight_executor(resolved: ResolvedConfig) -> dict[str, float] | None:
     anything of the study is written). Returns the cluster's resources, or None for local threads."""
     if resolved.config.executor.name != "ray":
         return None
-    from metasearch.sandboxes.ray_executor import check_cluster, start_ray
+    from metasearch.cluster.ray_executor import check_cluster, start_ray
 
     start_ray(resolved.config.executor)
     return check_cluster(resolved.config.executor)
@@ -307,7 +307,7 @@ def _assemble_with(
     }
     runner: Runner
     if cfg.executor.name == "ray":
-        from metasearch.sandboxes.ray_executor import RayRunner, start_ray
+        from metasearch.cluster.ray_executor import RayRunner, start_ray
 
         start_ray(cfg.executor)
         runner = RayRunner(

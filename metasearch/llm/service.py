@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -21,11 +21,9 @@ from metasearch.errors import ConfigError
 from metasearch.llm.client import LLMClient
 from metasearch.llm.config import LLMSection
 from metasearch.llm.gateway import Gateway
+from metasearch.llm.ledger import LedgerMeter
 from metasearch.llm.serve import VLLMServer
 from metasearch.llm.usage import Prices, TokenMeter
-
-if TYPE_CHECKING:
-    from metasearch.sandboxes.ray_host import LedgerMeter
 
 log = logging.getLogger(__name__)
 
@@ -201,8 +199,6 @@ class RemoteLLM:
     def meter(self) -> Any:
         if self._meter is None:
             if self.host is not None:
-                from metasearch.sandboxes.ray_host import LedgerMeter
-
                 self._meter = LedgerMeter(self.host, self.prices)
             else:
                 self._meter = TokenMeter(study_limit=self.study_remaining, job_limit=self.job_limit)

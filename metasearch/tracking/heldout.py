@@ -205,9 +205,9 @@ def _on_ray(
 
     import ray
 
+    from metasearch.cluster import ray_jobs
+    from metasearch.cluster.ray_executor import run_task, start_ray
     from metasearch.errors import InfrastructureError
-    from metasearch.sandboxes import ray_jobs
-    from metasearch.sandboxes.ray_executor import run_task, start_ray
     from metasearch.suites.protocol import TaskResult
 
     start_ray(cfg.executor)
