@@ -135,7 +135,7 @@ def _drive(make: Any) -> None:
     previous = signal.signal(signal.SIGINT, on_sigint)
     progress = LiveProgress(console)
     launched = make([progress.callback])
-    mirrors = tracking_callbacks(launched)
+    mirrors = tracking_callbacks(launched.archive.root, launched.resolved.config.tracking)
     try:
         launched.study.callbacks.extend(mirrors)
         started = time.monotonic()

@@ -238,6 +238,25 @@ def load_config(path: Path | str, overrides: Sequence[str] = ()) -> ResolvedConf
         raise ConfigError(f"{path}: {exc}") from exc
 
 
+def study_config(study_dir: Path) -> Config:
+    """The study's frozen config; ConfigError when ``study_dir`` is not a study."""
+    config_path = Path(study_dir) / "config.yaml"
+    if not config_path.is_file():
+        raise ConfigError(f"{study_dir}: not a study directory (no config.yaml)")
+    return load_config_data(yaml.safe_load(config_path.read_text()) or {}).config
+
+
+def build_suite(name: str, cfg: Config | None = None) -> Any:
+    """Suite ``name`` with the options of ``cfg.suite`` when that config uses the same suite, else its
+    defaults. ConfigError names the suite when it is unknown or its options do not validate."""
+    cls = SUITES.resolve(name)
+    options = cfg.suite.options() if cfg is not None and cfg.suite.name == name else {}
+    try:
+        return cls(cls.Config.model_validate(options))
+    except ValidationError as exc:
+        raise ConfigError(f"suite {name!r}: {exc}") from exc
+
+
 def _deepcopy(data: Any) -> Any:
     if isinstance(data, dict):
         return {k: _deepcopy(v) for k, v in data.items()}

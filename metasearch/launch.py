@@ -32,6 +32,7 @@ from metasearch.sandboxes.auto import make_sandbox
 from metasearch.sandboxes.protocol import Limits, Sandbox
 from metasearch.study import Callback, Study
 from metasearch.suites.protocol import Suite
+from metasearch.tracking import store
 
 log = logging.getLogger(__name__)
 
@@ -269,8 +270,10 @@ def _assemble(
             study_tokens=cfg.budget.tokens,
             used_tokens=archive.index.tokens,
             on_charge=archive.add_usage,
-        ).start(tracking_uri=cfg.tracking.mlflow.tracking_uri)
+        ).start()
     try:
+        if llm is not None and cfg.llm.trace:
+            store.trace_to(archive.root, cfg.tracking.mlflow.tracking_uri)
         return _assemble_with(resolved, archive, callbacks, suite, tasks, llm, sandbox)
     except BaseException:
         if llm is not None:

@@ -58,24 +58,12 @@ class LLMService:
         self._http: httpx.Client | None = None
         self._lock = threading.Lock()
 
-    def start(self, *, tracking_uri: str | None = None) -> LLMService:
+    def start(self) -> LLMService:
+        """Start the managed server, if any. With ``llm.trace`` the client's spans go to MLflow's active
+        experiment: the caller points it at the study's (``tracking.store.trace_to``)."""
         if self.section.serve is not None and self.server is None:
             self.server = VLLMServer(self.section.serve, self.study_dir / "logs" / "vllm.log").start()
-        if self.section.trace:
-            self._trace_to(tracking_uri)
         return self
-
-    def _trace_to(self, tracking_uri: str | None) -> None:
-        """Point MLflow tracing (process-wide) at the study's store and experiment."""
-        import mlflow
-
-        from metasearch.tracking import store
-
-        uri = store.study_tracking_uri(self.study_dir, tracking_uri)
-        client = store.make_client(uri)
-        experiment = store.experiment_for(client, self.study_dir, self.study_dir.name, uri)
-        mlflow.set_tracking_uri(uri)
-        mlflow.set_experiment(experiment_id=experiment)
 
     @property
     def base_url(self) -> str:

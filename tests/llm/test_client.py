@@ -106,6 +106,7 @@ def test_calls_are_traced_in_the_study_experiment_when_asked(tmp_path) -> None: 
     with ScriptedLLM(["traced reply"]) as llm:
         section = LLMSection(base_url=llm.base_url, api_key_env=None, trace=True)
         service = LLMService(section, study_dir=tmp_path / "study").start()
+        store.trace_to(tmp_path / "study")  # what launch does when llm.trace is set
         try:
             service.client.chat(MESSAGES, job_id="job-7")
         finally:
