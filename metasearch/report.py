@@ -10,7 +10,9 @@ import yaml
 
 from metasearch.archive import ArchiveIndex, read_index
 from metasearch.config import ResolvedConfig, load_config_data
+from metasearch.drift import baseline_record
 from metasearch.errors import ConfigError
+from metasearch.provenance import headline
 from metasearch.schedulers.base import SearchState
 from metasearch.schedulers.cmp import SearchTree, replay_results
 from metasearch.schedulers.final import agent_stats
@@ -108,9 +110,6 @@ def failure_kinds(failed: list[dict[str, Any]]) -> dict[str, int]:
 
 def _provenance_headline(study_dir: Path, index: ArchiveIndex) -> dict[str, Any] | None:
     """The record in force (after accepted drift) in one line each: revision, image, model, suite."""
-    from metasearch.drift import baseline_record
-    from metasearch.provenance import headline
-
     found = headline(baseline_record(study_dir, index.drift))
     if found is not None:
         found["drift_accepted"] = len(index.drift)

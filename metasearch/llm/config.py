@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -47,3 +49,8 @@ class LLMSection(BaseModel):
     """Record each host-side call (meta-agent) as an MLflow trace in the study's experiment."""
     price_input_per_mtok: float = Field(0.0, ge=0)
     price_output_per_mtok: float = Field(0.0, ge=0)
+
+
+def endpoint_configured(section: LLMSection) -> bool:
+    """Whether the study has an LLM: an endpoint (``base_url`` or ``OPENAI_BASE_URL``) or a server to manage."""
+    return bool(section.base_url or section.serve or os.environ.get("OPENAI_BASE_URL"))

@@ -19,17 +19,13 @@ import httpx
 
 from metasearch.errors import ConfigError
 from metasearch.llm.client import LLMClient
-from metasearch.llm.config import LLMSection
+from metasearch.llm.config import LLMSection, endpoint_configured
 from metasearch.llm.gateway import Gateway
 from metasearch.llm.ledger import LedgerMeter
 from metasearch.llm.serve import VLLMServer
 from metasearch.llm.usage import Prices, TokenMeter
 
 log = logging.getLogger(__name__)
-
-
-def endpoint_configured(section: LLMSection) -> bool:
-    return bool(section.base_url or section.serve or os.environ.get("OPENAI_BASE_URL"))
 
 
 class LLMService:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from metasearch.proposers.gate import ALWAYS_PROTECTED, protected_hit
 from metasearch.sandboxes.protocol import Sandbox
 from metasearch.types import Agent, Evaluation, Proposal
 
@@ -76,8 +77,6 @@ class ProposalContext:
 
     def protected_files(self, workspace: Path) -> list[str]:
         """The workspace's files the gate would refuse an edit to."""
-        from metasearch.proposers.gate import ALWAYS_PROTECTED, protected_hit
-
         patterns = (*ALWAYS_PROTECTED, *self.protected)
         files = (p.relative_to(workspace).as_posix() for p in workspace.rglob("*") if p.is_file())
         return [f for f in files if protected_hit([f], patterns)]

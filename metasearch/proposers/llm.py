@@ -28,6 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError
 from metasearch.llm.client import ChatResult, LLMError
+from metasearch.llm.config import endpoint_configured
+from metasearch.llm.service import LLMService, RemoteLLM
 from metasearch.proposers import edits
 from metasearch.proposers.base import ProposalContext, ProposalFailed
 from metasearch.proposers.prompt import Fitted, code_listing, diagnosis, fit, lineage_summary, truncate
@@ -69,8 +71,6 @@ class ChatModel(Protocol):
 
 
 def _require_endpoint(llm: Any) -> None:
-    from metasearch.llm.service import LLMService, RemoteLLM, endpoint_configured
-
     if not isinstance(llm, LLMService | RemoteLLM) and (llm is None or not endpoint_configured(llm)):
         raise ConfigError(
             "llm.base_url: the llm proposer needs an OpenAI-compatible endpoint "
@@ -117,8 +117,6 @@ class LLMProposer:
     def model(self) -> ChatModel:
         with self._lock:
             if self._model is None:
-                from metasearch.llm.service import LLMService, RemoteLLM
-
                 if not isinstance(self._llm, LLMService | RemoteLLM):
                     raise ConfigError("llm: the llm proposer was built without the study's LLM service")
                 self._model = self._llm.client

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from metasearch.proposers.base import ProposalContext, ProposalFailed, Proposer
+from metasearch.registry import PROPOSERS
 from metasearch.types import Agent, Proposal
 
 
@@ -25,8 +26,6 @@ class MixProposer:
         @field_validator("weights")
         @classmethod
         def _weights(cls, value: dict[str, float]) -> dict[str, float]:
-            from metasearch.registry import PROPOSERS
-
             if not value or any(w < 0 for w in value.values()) or sum(value.values()) <= 0:
                 raise ValueError("weights must be non-negative with a positive sum")
             unknown = sorted(set(value) - (set(PROPOSERS.names()) - {"mix"}))
@@ -37,8 +36,6 @@ class MixProposer:
             return value
 
     def __init__(self, config: Config, **context: Any) -> None:
-        from metasearch.registry import PROPOSERS
-
         self.config = config
         self.members: dict[str, Proposer] = {}
         for name in sorted(config.weights):

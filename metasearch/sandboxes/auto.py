@@ -11,6 +11,8 @@ import logging
 
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.sandboxes.config import SandboxSection
+from metasearch.sandboxes.docker import DockerSandbox
+from metasearch.sandboxes.images import build_hint, image_exists
 from metasearch.sandboxes.local import LocalSandbox
 from metasearch.sandboxes.protocol import Sandbox
 
@@ -32,7 +34,6 @@ def make_sandbox(
     limits = section.limits()
     if section.name == "local":
         return LocalSandbox(study=study, limits=limits)
-    from metasearch.sandboxes.docker import DockerSandbox
 
     config = DockerSandbox.Config(
         image=section.image,
@@ -43,7 +44,6 @@ def make_sandbox(
     )
     try:
         sandbox = DockerSandbox(config, study=study, study_id=study_id, limits=limits)
-        from metasearch.sandboxes.images import build_hint, image_exists
 
         if not image_exists(sandbox.image):
             raise InfrastructureError(

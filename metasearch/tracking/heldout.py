@@ -23,7 +23,8 @@ from metasearch.cluster import ray_jobs
 from metasearch.cluster.ray_executor import run_task, start_ray
 from metasearch.config import build_suite, study_config
 from metasearch.errors import ConfigError, InfrastructureError
-from metasearch.llm.service import LLMService, endpoint_configured
+from metasearch.llm.config import endpoint_configured
+from metasearch.llm.service import LLMService
 from metasearch.manifest import load_manifest
 from metasearch.runner import evaluate_in_sandbox
 from metasearch.sandboxes.auto import make_sandbox
