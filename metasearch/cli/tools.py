@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -23,32 +23,51 @@ models_app = typer.Typer(
 app.add_typer(models_app, name="models")
 
 
+PACKAGED_BENCHES = {"schedulers": "metasearch.sim.bench"}
+"""Benchmarks that come with the package (a module with ``run(argv) -> exit status``). The others are scripts
+in the bench/ folder of a source checkout, which an installed package does not have."""
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def bench(
     ctx: typer.Context,
     which: Annotated[
-        str, typer.Argument(help="a benchmark under bench/: archive, schedulers, integrity, ...")
+        str,
+        typer.Argument(help="schedulers, or a script of a source checkout's bench/: archive, integrity, ..."),
     ],
 ) -> None:
-    """Run a benchmark from bench/; extra options go to it (e.g. `bench schedulers --seeds 50`)."""
+    """Run a benchmark; extra options go to it (e.g. `bench schedulers --seeds 50`)."""
+    raise typer.Exit(_benchmark(which).run(list(ctx.args)))
+
+
+def _benchmark(which: str) -> Any:
+    """The benchmark's module: a packaged one, else a script of the source checkout's bench/ folder."""
+    import importlib
     import importlib.util
 
     import metasearch
 
-    folder = Path(metasearch.__file__).resolve().parents[1] / "bench"
-    names = sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
-    path = folder / f"{which}.py"
-    if which not in names:
+    if which in PACKAGED_BENCHES:
+        return importlib.import_module(PACKAGED_BENCHES[which])
+    root = Path(metasearch.__file__).resolve().parents[1]
+    if not (root / "pyproject.toml").is_file():  # an installed package: no bench/ beside it
         raise fail(
             MetasearchError(
-                f"unknown benchmark {which!r}; choose from {', '.join(names)} (needs a source checkout)"
+                f"benchmark {which!r}: this installation has only {', '.join(sorted(PACKAGED_BENCHES))}; the "
+                "other benchmarks are scripts in the bench/ folder of a source checkout: run them from a clone "
+                "of the repository"
             )
         )
-    spec = importlib.util.spec_from_file_location(f"metasearch_bench_{which}", path)
+    folder = root / "bench"
+    scripts = sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
+    if which not in scripts:
+        choices = ", ".join(sorted({*PACKAGED_BENCHES, *scripts}))
+        raise fail(MetasearchError(f"unknown benchmark {which!r}; choose from {choices}"))
+    spec = importlib.util.spec_from_file_location(f"metasearch_bench_{which}", folder / f"{which}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    raise typer.Exit(module.run(list(ctx.args)))
+    return module
 
 
 @images_app.command("build")
