@@ -21,7 +21,7 @@ from metasearch.errors import ConfigError
 from metasearch.llm.config import LLMSection
 from metasearch.manifest import format_validation_error
 from metasearch.proposers.gate import GateConfig
-from metasearch.registry import PROPOSERS, SCHEDULERS, SUITES, Registry
+from metasearch.registry import PROPOSERS, SCHEDULERS, SUITES, Registry, construct
 from metasearch.sandboxes.config import SandboxSection
 from metasearch.types import Budget
 
@@ -142,9 +142,13 @@ class Plugin:
 
     cls: Any
     config: BaseModel
+    what: str = "plugin"
+    """How errors name it: the section and the registry name (``proposer 'llm'``)."""
 
-    def create(self, **kwargs: Any) -> Any:
-        return self.cls(self.config, **kwargs)
+    def create(self, **keywords: Any) -> Any:
+        """The plugin, built with the keywords its kind is built with (see ``registry``); ConfigError names
+        a keyword its constructor does not take."""
+        return construct(self.cls, self.config, self.what, **keywords)
 
     @property
     def secret_options(self) -> tuple[str, ...]:
@@ -214,7 +218,7 @@ def load_config_data(data: Mapping[str, Any], overrides: Sequence[str] = ()) -> 
             problems.append(f"{section}.name: {spec.name!r} has no Config model")
             continue
         try:
-            plugins[section] = Plugin(cls, model.model_validate(spec.options()))
+            plugins[section] = Plugin(cls, model.model_validate(spec.options()), f"{section} {spec.name!r}")
         except ValidationError as exc:
             problems.append(format_validation_error(exc, prefix=section))
     if problems:
@@ -249,12 +253,7 @@ def study_config(study_dir: Path) -> Config:
 def build_suite(name: str, cfg: Config | None = None) -> Any:
     """Suite ``name`` with the options of ``cfg.suite`` when that config uses the same suite, else its
     defaults. ConfigError names the suite when it is unknown or its options do not validate."""
-    cls = SUITES.resolve(name)
-    options = cfg.suite.options() if cfg is not None and cfg.suite.name == name else {}
-    try:
-        return cls(cls.Config.model_validate(options))
-    except ValidationError as exc:
-        raise ConfigError(f"suite {name!r}: {exc}") from exc
+    return SUITES.create(name, cfg.suite.options() if cfg is not None and cfg.suite.name == name else {})
 
 
 def _deepcopy(data: Any) -> Any:

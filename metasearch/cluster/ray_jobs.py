@@ -65,8 +65,7 @@ def unpack(data: bytes, dest: Path) -> None:
 
 
 def _suite(name: str, options: dict[str, Any]) -> Suite:
-    cls = SUITES.resolve(name)
-    suite: Suite = cls(cls.Config.model_validate(options))
+    suite: Suite = SUITES.create(name, options)
     return suite
 
 
@@ -144,9 +143,10 @@ def propose(
 
     suite = _suite(suite_name, suite_options)
     sandbox = _sandbox(sandbox_options, study, study_id)
-    cls = PROPOSERS.resolve(proposer_name)
     study_dir = Path(shipped.pop("study_dir"))
-    proposer = cls(cls.Config.model_validate(proposer_options), study_dir=study_dir, llm=llm, knobs_host=host)
+    proposer = PROPOSERS.create(
+        proposer_name, proposer_options, study_dir=study_dir, llm=llm, knobs_host=host
+    )
     out: dict[str, Any] = {"rejected": None, "infra": None, "workspace": None, "proposal": None, **where()}
     with tempfile.TemporaryDirectory(prefix="ms-ray-") as tmp:
         workspace, log_dir = Path(tmp) / "agent", Path(tmp) / "logs"

@@ -83,6 +83,12 @@ class ProposalContext:
 
 
 class Proposer(Protocol):
+    """A proposer class is built as ``cls(config, *, study_dir, llm, knobs_host)``: its validated ``Config``,
+    the study directory, the study's LLM (an ``LLMService``; on a Ray worker a ``RemoteLLM``; the ``llm``
+    config section when the study only checks that it can be built) and, on a Ray worker, the study's host
+    actor (``knobs_host``, else None). It takes each keyword, used or not, and no ``**kwargs``: the registry
+    names a keyword a constructor does not take (``registry.construct``)."""
+
     def propose(self, parent: Agent, workspace: Path, context: ProposalContext) -> Proposal:
         """Edit ``workspace`` in place; return what was done. Raise ProposalFailed for candidate failures,
         InfrastructureError when something outside the proposer failed."""

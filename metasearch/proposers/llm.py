@@ -102,8 +102,15 @@ class LLMProposer:
         """Sent when set: small models loop less with a penalty (see ``metasearch bench proposers``)."""
 
     def __init__(
-        self, config: Config, *, study_dir: Path, llm: Any = None, model: ChatModel | None = None, **_: Any
+        self,
+        config: Config,
+        *,
+        study_dir: Path,
+        llm: Any = None,
+        knobs_host: Any = None,
+        model: ChatModel | None = None,
     ) -> None:
+        # knobs_host: given to every proposer on a Ray worker; only knobs keeps state in the host actor.
         self.config = config
         self.study_dir = Path(study_dir)
         if model is None:

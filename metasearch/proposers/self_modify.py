@@ -35,7 +35,8 @@ class SelfModifyProposer:
         this and ``llm.max_tokens_per_job`` applies)."""
         context_chars: int = Field(30_000, ge=1_000)
 
-    def __init__(self, config: Config, *, study_dir: Path, llm: Any = None, **_: Any) -> None:
+    def __init__(self, config: Config, *, study_dir: Path, llm: Any = None, knobs_host: Any = None) -> None:
+        # knobs_host: given to every proposer on a Ray worker; only knobs keeps state in the host actor.
         if not isinstance(llm, LLMService | RemoteLLM) and (llm is None or not endpoint_configured(llm)):
             raise ConfigError(
                 "llm.base_url: self-modification needs an OpenAI-compatible endpoint for the agent's gateway "
