@@ -17,11 +17,13 @@ Overrides = Annotated[list[str] | None, typer.Option("-o", "--override", help="k
 
 
 def fail(exc: BaseException, code: int = 2) -> typer.Exit:
+    """Print ``exc`` as the command's error; returns the exit to raise (``raise fail(exc) from None``)."""
     console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
 def setup_logging(verbose: bool) -> None:
+    """Log through rich on stderr (debug lines too when ``verbose``); chatty libraries only warn."""
     from rich.logging import RichHandler
 
     logging.basicConfig(
