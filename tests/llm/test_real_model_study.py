@@ -133,11 +133,11 @@ def test_a_real_model_drives_a_short_study_and_the_ledger_matches_the_server(
         assert launched.llm is not None and launched.llm.server is not None
         assert launched.llm.server.context_tokens == 4096  # read back from the server
         launched.study.run(launched.runner, workers=2)
-        served = served_tokens(launched.llm.server.base_url)
-        if docker_reason is None:
+        if docker_reason is None:  # its calls are the study's too: the ledger below counts them
             agent_through_the_gateway(
                 launched.llm, request.getfixturevalue("docker_sandbox_factory")(), tmp_path
             )
+        served = served_tokens(launched.llm.server.base_url)
         process, port = launched.llm.server.process, launched.llm.server.port
     finally:
         launched.close()
