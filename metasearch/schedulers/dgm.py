@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import Field
 
 from metasearch.schedulers.base import BaseScheduler, SchedulerConfig, SearchState
+from metasearch.schedulers.final import FinalMethod
 from metasearch.types import Evaluate, Expand, Job
 
 
@@ -38,7 +39,7 @@ class DGMConfig(SchedulerConfig):
     promote_at: float = Field(0.4, ge=0, le=1)
     sharpness: float = Field(10.0, gt=0)
     archive: Literal["compiled", "all"] = "compiled"
-    final: Literal["lower_percentile", "mean"] = "mean"
+    final: FinalMethod = "mean"
     min_trials: int = Field(60, ge=1)
 
 

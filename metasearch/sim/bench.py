@@ -43,6 +43,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "hgm-paper+novelty": ("hgm-paper", {"novelty": 0.2}),
     "hgm-paper+pareto": ("hgm-paper", {"pareto_parents": True}),
     "mcts": ("mcts", {}),
+    "hgm-paper+final-clade-prior": ("hgm-paper", {"final": "clade_prior"}),
+    "hgm-paper+final-clade-top-k": ("hgm-paper", {"final": "clade_top_k"}),
     "dgm": ("dgm", {}),
     "greedy": ("greedy", {}),
     "random": ("random", {}),
