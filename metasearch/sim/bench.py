@@ -46,6 +46,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "hgm-paper+final-clade-prior": ("hgm-paper", {"final": "clade_prior"}),
     "hgm-paper+final-clade-top-k": ("hgm-paper", {"final": "clade_top_k"}),
     "dgm": ("dgm", {}),
+    "gea": ("gea", {}),
     "greedy": ("greedy", {}),
     "random": ("random", {}),
 }
