@@ -143,6 +143,7 @@ def compare(
     baseline: str = BASELINE,
     wall_time_s: float | None = None,
     heldout_tasks: int = 0,
+    first_seed: int = 0,
 ) -> list[dict[str, Any]]:
     cases = [
         Case(
@@ -159,7 +160,7 @@ def compare(
             heldout_tasks,
         )
         for v, (name, opts) in variants.items()
-        for s in range(seeds)
+        for s in range(first_seed, first_seed + seeds)
     ]
     results = run_cases(cases)
     by: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
@@ -260,6 +261,12 @@ def run(argv: list[str] | None = None) -> int:
         help="a wall-time budget in simulated seconds as well (the evaluations then rarely bind: raise --budget)",
     )
     parser.add_argument("--seeds", type=int, default=200)
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds run from here (fresh seeds check a choice made on others)",
+    )
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--tasks", type=int, default=60)
     parser.add_argument(
@@ -304,12 +311,15 @@ def run(argv: list[str] | None = None) -> int:
             realism=not args.kind,
             wall_time_s=args.wall_time,
             heldout_tasks=args.heldout_tasks,
+            first_seed=args.first_seed,
         )
         rows += got
         if not args.json:
             print_table(got, COLUMNS, title=f"family {got[0]['family']} (difference to {BASELINE})")
             print(
-                f"{args.seeds} paired seeds, budget {args.budget}"
+                f"{args.seeds} paired seeds"
+                + (f" from {args.first_seed}" if args.first_seed else "")
+                + f", budget {args.budget}"
                 + (f" and {args.wall_time:g} s of wall time" if args.wall_time else "")
                 + f", {args.workers} workers, {args.tasks} tasks ({args.heldout_tasks} held out), "
                 f"realism {'off' if args.kind else 'on'}; {time.monotonic() - started:.0f}s"

@@ -7,7 +7,7 @@ import pytest
 
 from metasearch.registry import SCHEDULERS
 from metasearch.sim import default_family, simulate
-from metasearch.sim.bench import run
+from metasearch.sim.bench import Case, compare, run, run_case
 from metasearch.sim.engine import cmp_correlations
 from metasearch.sim.grouped import grouped_family
 from metasearch.sim.realism import Realism
@@ -217,3 +217,10 @@ def test_bench_reports_heldout_quality(capsys: pytest.CaptureFixture[str]) -> No
         assert key in rows[1]
     assert rows[1]["gap_mean"] == pytest.approx(rows[1]["final_quality_mean"] - rows[1]["heldout_mean"])
     assert rows[0]["heldout_diff_mean"] == 0.0
+
+
+def test_first_seed_runs_fresh_seeds() -> None:
+    variants = {"hgm-paper": ("hgm-paper", {})}
+    [row] = compare(variants, family="default", seeds=1, budget=40, workers=2, n_tasks=8, first_seed=3)
+    case = Case("hgm-paper", "hgm-paper", (), "default", 3, 40, 2, 8, True)
+    assert row["final_quality_mean"] == run_case(case)["final"]
