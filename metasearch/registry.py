@@ -87,6 +87,7 @@ SCHEDULERS = Registry(
         "hgm-paper": "metasearch.schedulers.hgm:HGMPaperScheduler",
         "mcts": "metasearch.schedulers.mcts:MCTSScheduler",
         "dgm": "metasearch.schedulers.dgm:DGMScheduler",
+        "gea": "metasearch.schedulers.gea:GEAScheduler",
         "greedy": "metasearch.schedulers.greedy:GreedyScheduler",
         "random": "metasearch.schedulers.random:RandomScheduler",
     },
