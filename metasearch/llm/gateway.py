@@ -19,6 +19,7 @@ infrastructure error for the job. Request and response sizes are bounded.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -70,8 +71,12 @@ class Gateway:
         timeout_s: float = 600.0,
         max_request_bytes: int = 8_000_000,
         max_response_bytes: int = 8_000_000,
+        context_tokens: int | None = None,
     ) -> None:
         self.upstream = upstream_base_url.rstrip("/")
+        # The served context: a call that names no completion cap is reserved that much, and sent without
+        # one while the room left covers it (the server's own limit, context minus prompt, then bounds it).
+        self.context_tokens = context_tokens
         self.job_id = job_id
         self.meter = meter or TokenMeter()
         self.api_key = api_key
@@ -164,6 +169,9 @@ class Gateway:
             ask = worst_case(route, request)
         except ValueError as exc:
             return error_reply(400, str(exc), kind="invalid_request_error")
+        uncapped = ask.max_completion is None and bool(self.context_tokens)
+        if uncapped:
+            ask = dataclasses.replace(ask, max_completion=self.context_tokens)
         try:
             hold = self.meter.reserve(self.job_id, *ask.reservation())
         except BudgetExhausted as exc:
@@ -174,7 +182,9 @@ class Gateway:
             message = str(exc) + (many if ask.completions > 1 else "")
             return error_reply(403, message, kind="token_budget_exhausted")
         if hold.max_completion is not None:
-            cap_completions(request, ask.per_completion(hold.max_completion))
+            granted = ask.per_completion(hold.max_completion)
+            if not (uncapped and granted >= (self.context_tokens or 0)):
+                cap_completions(request, granted)
         try:
             if request.get("stream"):
                 # Ask for the usage chunk at the end of the stream: it is what the meter charges.

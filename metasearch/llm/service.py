@@ -106,9 +106,18 @@ class LLMService:
             http=http,
             retries=self.section.max_retries,
             backoff_s=self.section.retry_backoff_s,
+            context_tokens=self.context_tokens,
         )
         with gateway:
             yield gateway
+
+    @property
+    def context_tokens(self) -> int | None:
+        """The served model's context length: what the managed server reported at start, else what the
+        endpoint lists (None when it does not say)."""
+        if self.server is not None and self.server.context_tokens:
+            return self.server.context_tokens
+        return self.client.context_tokens()
 
     def remote(self, host: Any = None) -> RemoteLLM:
         """The job-sized description of this service that a Ray worker builds its gateway and client from.
@@ -128,6 +137,7 @@ class LLMService:
             max_tokens=self.section.max_tokens,
             prices=self.meter.prices,
             host=host,
+            context_tokens=self.context_tokens,
         )
 
     def close(self) -> None:
@@ -163,8 +173,10 @@ class RemoteLLM:
         max_tokens: int | None = 4096,
         prices: Prices | None = None,
         host: Any = None,
+        context_tokens: int | None = None,
     ) -> None:
         self.base_url = base_url
+        self.context_tokens = context_tokens
         self.model = model
         self.api_key = api_key
         self.job_limit = job_limit
@@ -217,5 +229,6 @@ class RemoteLLM:
             retries=self.retries,
             backoff_s=self.backoff_s,
             timeout_s=self.timeout_s,
+            context_tokens=self.context_tokens,
         ) as gateway:
             yield gateway
