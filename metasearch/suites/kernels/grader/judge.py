@@ -66,7 +66,16 @@ import shared
 from compare import compare, digest_of, same_array, same_bytes
 from room import OOM_FIRST, OOM_SETTABLE, oom_priority
 from rounds import Round, Timing, bootstrap, charged_time, typical, waiting
-from workers import Accounting, Worker, WorkerFailed, process_cpu, stopped, worker_command, worker_env
+from workers import (
+    Accounting,
+    Worker,
+    WorkerFailed,
+    process_cpu,
+    run_delay,
+    stopped,
+    worker_command,
+    worker_env,
+)  # fmt: skip
 
 FULL_CREDIT_SPEEDUP = 10.0
 MIN_GAIN = 1.05  # the CI's lower end must clear this to count as faster: timing noise is not a speedup
@@ -225,8 +234,8 @@ class Session:
         size = self.out_bytes + self.in_bytes
         self._ask(self.ref, "inputs", **self._batch(0))  # a run of no calls: the cost of the command itself
         empty = [self._run(self.ref) for _ in range(EMPTY_TRIPS)]
-        self.overhead = typical([spent for spent, _ in empty])
-        self.wait_overhead = typical([waited for _, waited in empty])
+        self.overhead = typical([spent for spent, _, _ in empty])
+        self.wait_overhead = typical([waited for _, waited, _ in empty])
         largest = max(1, min(MAX_BATCH, BATCH_BYTES.get(self.device.type, 1 << 20) // max(size, 1)))
         per_call = {w: self._calibrate(w, largest) for w in self.workers}
         n = max(1, min(largest, math.ceil(TARGET_BATCH_S / min(per_call.values()))))
@@ -301,10 +310,11 @@ class Session:
         clock = time.perf_counter if self.device.type == "cuda" else cpu
         key = _seed() if self.drawn else None
         with worker.busy():
+            delayed = _delays(worker)
             start = clock()
             received = self._ask(worker, "inputs", **batch)[1]
             untimed = clock() - start
-            spent, waited = self._run(worker)
+            spent, waited, delayed_timed = self._run(worker)
             start = clock()
             proof, proved = self._ask(worker, "digest", key=key) if key is not None else ({}, 0.0)
             untimed += clock() - start
@@ -312,9 +322,13 @@ class Session:
             limit = (self.out_bytes + (self.in_bytes if inputs else 0)) * n
             answer, fetched = self._ask(worker, "fetch", slots=list(range(n)), inputs=inputs, limit=limit)
             untimed += cpu() - start
-        # on a CPU, what the untimed commands took beyond their CPU time: waiting, charged as in the timed
-        # command (a worker that waits there for work done where its CPU clock does not run)
-        idle = 0.0 if self.device.type == "cuda" else max(0.0, received + proved + fetched - untimed)
+            delayed = _delays(worker) - delayed - delayed_timed
+        # on a CPU, what the untimed commands took beyond their CPU time and the scheduler's delays: waiting,
+        # charged as in the timed command (a worker that waits there for work done where its CPU clock
+        # does not run)
+        idle = (
+            0.0 if self.device.type == "cuda" else max(0.0, received + proved + fetched - untimed - delayed)
+        )
         arrays = answer.get("arrays", [])
         if len(arrays) != n * (1 + (self.tensors_per_set if inputs else 0)):
             what = " and their inputs" if inputs else ""
@@ -333,21 +347,28 @@ class Session:
         waited = max(0.0, waited - self.wait_overhead)
         return Round(max(spent - self.overhead, 1e-9) / n, untimed / n, outputs, sent, waited / n, idle / n)
 
-    def _run(self, worker: Worker) -> tuple[float, float]:
-        """The timed command: what it cost, and how long the worker spent waiting in it.
+    def _run(self, worker: Worker) -> tuple[float, float, float]:
+        """The timed command: what it cost, how long the worker spent waiting in it, and the scheduler's
+        delays in it (on a CPU; see below).
 
         On a GPU the cost is its round trip (the device works while its process sleeps). On a CPU it is
         the CPU time of the worker process (every thread it ever ran), by the kernel's clock, read by the
         judge: the same clock as the commands around it, so work moved out of the timed command costs the
         same where it lands, and a worker kept waiting by the machine spends none. What the round trip
         took beyond that CPU time is the waiting: the scheduler's, or the worker's own, on work done where
-        its CPU clock does not run (a GPU, another process; see ``rounds.charged_time``)."""
+        its CPU clock does not run (a GPU, another process; see ``rounds.charged_time``). The scheduler's
+        share is taken out: the time the worker's thread and the judge's spent ready to run but waiting for
+        a CPU, as the kernel counts it. On a busy machine that delay comes in whole time slices, a few
+        milliseconds each, that land on a command or miss it: charged, it made a fast honest kernel's
+        short commands look as if they waited for hidden work. A worker waiting for hidden work sleeps,
+        which is not a delay. (One that stays ready instead, yielding its CPU to a process of its own that
+        does the work, has that process's CPU counted as the candidate's other processes' in a container.)"""
         if self.device.type == "cuda":
-            return self._ask(worker, "run")[1], 0.0
-        start = process_cpu(worker.proc.pid)
+            return self._ask(worker, "run")[1], 0.0, 0.0
+        start, delayed = process_cpu(worker.proc.pid), _delays(worker)
         wall = self._ask(worker, "run")[1]
-        spent = process_cpu(worker.proc.pid) - start
-        return spent, max(0.0, wall - spent)
+        spent, delayed = process_cpu(worker.proc.pid) - start, _delays(worker) - delayed
+        return spent, max(0.0, wall - spent - delayed), delayed
 
     def _solo_round(self, n: int) -> float:
         """A round of the reference's worker alone, then as many input sets drawn as the candidate's
@@ -451,16 +472,20 @@ class Session:
     def _verdict(self, timing: Timing, solo: list[float], cpu_total: float) -> dict[str, Any]:
         cand, flags = self.cand, self.flags
         ref_calls = [r.call for r in timing.ref]
-        cand_s, charged, own = charged_time(timing.cand, timing.ref)
-        if cand_s - typical([c.call for c in timing.cand]) > 0.5 * cand_s:
-            self._flag("work_outside_timing")
+        cand_s, charged, charged_idle, own = charged_time(timing.cand, timing.ref)
+        why = []  # what found work outside the timed command, for the error
+        out_of_sight = cand_s - typical([c.call for c in timing.cand])
+        if out_of_sight > 0.5 * cand_s:
+            why.append(f"{out_of_sight * 1e3:.3g} of its {cand_s * 1e3:.3g} ms a call charged")
         outside = cpu_total - cand.cpu_inside
         if outside > OUTSIDE_CPU[1] + OUTSIDE_CPU[0] * cand.wall_inside:
-            self._flag("work_outside_timing")
+            why.append(f"{outside:.3g} s of CPU between commands")
         # work handed to another process of the candidate's while it was timed (the clocks read between
         # commands count the worker process alone): no kernel needs one
         timed = timing.n * sum(c.call for c in timing.cand)
         if self.helper_cpu > HELPER_CPU[1] + HELPER_CPU[0] * timed:
+            why.append(f"{self.helper_cpu:.3g} s of CPU in its other processes while timed")
+        if why:
             self._flag("work_outside_timing")
         if cand.cpu_inside > 1.25 * cand.wall_inside + 0.05:
             self._flag("multithreaded")
@@ -475,6 +500,7 @@ class Session:
         metrics = {
             "correct": 1.0, "speedup": speedup, "ci_low": lo, "ci_high": hi, "ref_ms": ref_s * 1000,
             "cand_ms": cand_s * 1000, "ref_beside_ms": beside * 1000, "ref_solo_ms": solo_s * 1000, "charged_ms": charged * 1000,
+            "charged_idle_ms": charged_idle * 1000,
             "waited_ms": waiting(timing.cand, timing.ref)[0] * 1000,
             "rounds_ms": own * 1000,
             "outside_cpu_ms": outside * 1000, "helper_cpu_ms": self.helper_cpu * 1000, "overhead_us": self.overhead * 1e6, "batch": float(timing.n),
@@ -482,6 +508,8 @@ class Session:
             "fast_2": float(faster and speedup > 2.0),
         }  # fmt: skip
         error = None if score > 0 else f"rejected: {', '.join(flags)}"
+        if error and why:
+            error += f" ({'; '.join(why)})"
         if error and self.changed:
             error += f" (changed: {', '.join(self.changed[:5])})"
         return {"score": score, "metrics": metrics, "flags": flags, "error": error}
@@ -494,6 +522,12 @@ def _reference_fault() -> Iterator[None]:
         yield
     except Exception as exc:
         raise GraderFailed(f"the reference failed in the judge: {type(exc).__name__}: {exc}") from exc
+
+
+def _delays(worker: Worker) -> float:
+    """Run-queue delay so far of the worker's main thread and the judge's own (each command's round trip
+    includes both: the worker woken by the command, the judge by the answer)."""
+    return run_delay(worker.proc.pid) + run_delay()
 
 
 def _seed() -> int:

@@ -80,9 +80,9 @@ def waiting(cand: list[Round], ref: list[Round]) -> tuple[float, list[float]]:
     return max(0.0, quantile(excess, 0.5)), excess
 
 
-def charged_time(cand: list[Round], ref: list[Round]) -> tuple[float, float, float]:
-    """The candidate's typical seconds per call with what it spent out of sight, the charge, and the
-    second statistic below: the typical call plus ``charge`` and ``waiting``, or, when higher, the typical
+def charged_time(cand: list[Round], ref: list[Round]) -> tuple[float, float, float, float]:
+    """The candidate's typical seconds per call with what it spent out of sight, the charges for the
+    untimed commands' CPU time and their waiting, and the second statistic below: the typical call plus ``charge`` and ``waiting``, or, when higher, the typical
     of each round's call plus that round's own extra and excess waiting. The second holds when the hidden
     work is put into fewer than half the rounds: the medians miss them, and they would make the fastest
     calls. Each round's extra is a noisy difference, so for an honest worker it only spreads the sums and
@@ -95,10 +95,10 @@ def charged_time(cand: list[Round], ref: list[Round]) -> tuple[float, float, flo
     waited, excess = waiting(cand, ref)
     extra = [c.untimed - r.untimed for c, r in zip(cand, ref, strict=True)]
     idle = [c.untimed_waited - r.untimed_waited for c, r in zip(cand, ref, strict=True)]
-    charged = charge(extra) + charge(idle)
+    cpu, idle_charge = charge(extra), charge(idle)
     rounds = zip(cand, extra, idle, excess, strict=True)
     own = typical([c.call + e + i + max(0.0, w) for c, e, i, w in rounds])
-    return max(typical([c.call for c in cand]) + charged + waited, own), charged, own
+    return max(typical([c.call for c in cand]) + cpu + idle_charge + waited, own), cpu, idle_charge, own
 
 
 def bootstrap(timing: Timing, scale: float, draws: int = 1000) -> tuple[float, float]:
@@ -110,7 +110,7 @@ def bootstrap(timing: Timing, scale: float, draws: int = 1000) -> tuple[float, f
     ratios = []
     for _ in range(draws):
         sample = [pair for unit in rng.choices(units, k=len(units)) for pair in unit]
-        cand, _, _ = charged_time([c for _, c in sample], [r for r, _ in sample])
+        cand, _, _, _ = charged_time([c for _, c in sample], [r for r, _ in sample])
         ratios.append(scale * typical([r.call for r, _ in sample]) / max(cand, 1e-12))
     ratios.sort()
     return ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]

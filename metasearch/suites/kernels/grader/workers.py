@@ -327,6 +327,19 @@ def _ancestors(pid: int) -> list[int]:
     return chain
 
 
+def run_delay(pid: int | None = None) -> float:
+    """Seconds a thread has spent runnable but waiting for a CPU (the scheduler's run-queue delay, from
+    ``/proc/PID/schedstat``): of a process's main thread, or of the calling thread when ``pid`` is None. The
+    kernel keeps it; a process can raise its own only by being ready to run while something else runs on
+    its CPU. 0 where the kernel does not keep it (then waiting for a busy machine counts as waiting)."""
+    path = "/proc/thread-self/schedstat" if pid is None else f"/proc/{pid}/schedstat"
+    try:
+        with open(path, "rb") as stats:
+            return int(stats.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def process_cpu(pid: int) -> float:
     """CPU seconds of one process, every thread it ever ran (those that have ended too), ns precision: the
     kernel's CPU clock of the process (``clock_getcpuclockid``), which any process may read. Summing the
