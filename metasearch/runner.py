@@ -116,9 +116,10 @@ class Runner:
             parent_manifest = parse_manifest(self.archive.read_text(parent.id, MANIFEST_NAME))
         except (ConfigError, ArchiveError) as exc:
             return ExpansionRejected(f"parent manifest invalid: {exc}", kind="other")
+        model = self._choose_model(job)
         with self.archive.checkout(parent.id) as workspace:
             git_link = (workspace / ".git").read_bytes()
-            context = self._context(job, parent, log_dir, tuple(parent_manifest.protected))
+            context = self._context(job, parent, log_dir, tuple(parent_manifest.protected), model)
             proposed = self._propose(parent, workspace, context)
             if isinstance(proposed, ExpansionRejected):
                 return proposed
@@ -137,6 +138,7 @@ class Runner:
                 return ExpansionRejected(verdict.reason, diff, proposal, kind=verdict.kind)
             meta = {
                 "proposer": self.proposer_name,
+                **({"model": model} if model is not None else {}),
                 **proposal.meta,
                 "job_id": job.job_id,
                 "summary": proposal.summary,
@@ -147,6 +149,15 @@ class Runner:
             }
             agent = self.archive.add_child(parent.id, workspace, job_id=job.job_id, meta=meta, tree=tree)
         return Expanded(agent, proposal)
+
+    def _choose_model(self, job: Expand) -> str | None:
+        """The model the expansion calls (``llm.choose`` over what the journal says so far), journaled
+        before the proposer starts; None when its proposer calls no model (``uses_model``)."""
+        uses = getattr(self.proposer, "uses_model", None)
+        if self.llm is None or not callable(uses) or not uses(job.job_id):
+            return None
+        llm = self.llm
+        return self.archive.choose_model(job.job_id, lambda ledger: llm.choose(job.job_id, ledger))
 
     def _propose(
         self, parent: Agent, workspace: Path, context: ProposalContext
@@ -185,7 +196,12 @@ class Runner:
         return smoke_check(code, parent_manifest, self.sandbox, self.gate, self._labels(job))
 
     def _context(
-        self, job: Expand, parent: Agent, log_dir: Path, protected: tuple[str, ...] = ()
+        self,
+        job: Expand,
+        parent: Agent,
+        log_dir: Path,
+        protected: tuple[str, ...] = (),
+        model: str | None = None,
     ) -> ProposalContext:
         index = self.archive.index
         agents = dict(index.agents)
@@ -200,6 +216,7 @@ class Runner:
             means.setdefault(ev.agent_id, []).append(ev.score)
         return ProposalContext(
             protected=protected,
+            model=model,
             job_id=job.job_id,
             study_dir=self.archive.root,
             log_dir=log_dir,

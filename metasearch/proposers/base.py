@@ -73,6 +73,7 @@ class ProposalContext:
     evaluations: Sequence[Evaluation] = ()  # every evaluation so far
     extra: Mapping[str, Any] = field(default_factory=dict)
     protected: tuple[str, ...] = ()  # the parent manifest's protected patterns (the gate refuses edits there)
+    model: str | None = None  # the model this expansion calls (a name of llm.models), chosen by the runner
 
     def protected_files(self, workspace: Path) -> list[str]:
         """The workspace's files the gate would refuse an edit to."""
@@ -84,6 +85,9 @@ class ProposalContext:
 
 
 class Proposer(Protocol):
+    """Also, optionally, ``uses_model(job_id) -> bool``: whether the expansion ``job_id`` calls the study's
+    LLM; the runner then chooses its model (``context.model``) and records it. Without it: none."""
+
     def propose(self, parent: Agent, workspace: Path, context: ProposalContext) -> Proposal:
         """Edit ``workspace`` in place; return what was done. Raise ProposalFailed for candidate failures,
         InfrastructureError when something outside the proposer failed."""
