@@ -94,7 +94,18 @@ def status_of(view: StudyView, study_dir: Path, best: str | None = None) -> dict
         "provenance": _provenance_headline(Path(study_dir), view.index),
         "retired_tasks": dict(view.index.retired_tasks),  # cannot be graded here (errors.TaskUnfit)
         "expansions_failed_by_kind": failure_kinds(view.index.failed_expansions),
+        "models": model_tallies(view),
     }
+
+
+def model_tallies(view: StudyView) -> dict[str, dict[str, Any]]:
+    """Per meta-agent model (``llm.models``, or the one model): what its expansions spent and earned
+    (``llm.tally.ModelLedger.tallies``); empty when the study has no LLM and chose none."""
+    from metasearch.llm.service import endpoint_configured
+
+    section = view.resolved.config.llm
+    names = [name for name, _ in section.arms()] if endpoint_configured(section) else []
+    return view.index.models.tallies(names) if names or view.index.models.jobs else {}
 
 
 def failure_kinds(failed: list[dict[str, Any]]) -> dict[str, int]:
