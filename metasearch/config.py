@@ -139,6 +139,7 @@ class ModelEntry(_Strict):
     api_key_env: str | None = None
     """Default: ``llm.api_key_env``."""
     price_input_per_mtok: float = Field(0.0, ge=0)
+    """USD per million tokens; when every model has a price, the bandit weighs gains per USD."""
     price_output_per_mtok: float = Field(0.0, ge=0)
 
     @field_validator("base_url")
