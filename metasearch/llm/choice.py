@@ -1,6 +1,7 @@
 """Which model writes the next child: a bandit on what each model's children earned per token spent.
 
-A pure function of the expansions so far (``Pull`` records, rebuilt from the journal by ``tally.pulls``),
+A pure function of the expansions so far (``Pull`` records, rebuilt from the journal by
+``tally.ModelLedger.pulls``),
 the rule, the study's seed and the job's key: a resumed study, or the simulator, given the same records
 makes the same choice.
 
@@ -32,8 +33,8 @@ import numpy as np
 Rule = Literal["bandit", "uniform", "first"]
 MIN_PULLS = 4
 EXPLORE = 1.0
-"""In ``metasearch bench models`` 0.3 to 1.0 do about as well; below 1.0 a model that failed its first
-tries is often never tried again (``tests/llm/test_choice.py``)."""
+"""Lower values did as well in ``metasearch bench models`` but, with two models, left the better one for
+good after its first tries failed in one run of five to eight."""
 PRIOR_SD = 0.05
 """Spread of a reward (score units) assumed before the models' rewards show their own."""
 PRIOR_N = 2

@@ -8,7 +8,7 @@ expansion, exactly as a real study computes it from its journal. Landscapes whos
 with a ``quality`` field (the default and disagreement families) take models.
 
 ``metasearch bench models`` compares, at the same token budget and on the same landscapes and seeds (paired),
-the bandit with each model alone and with a uniform mix: ``bench_models.py``.
+the bandit with each model alone and with a uniform mix: ``model_bench.py``.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def test_two_models_write_children_and_their_tallies_show(tmp_path: Path) -> Non
             yaml.safe_dump(
                 {
                     "study": {"name": "two", "seeds": [str(seed)], "workers": 1},
-                    "budget": {"evaluations": 30, "expansions": 6, "wall_time_s": 300},
+                    "budget": {"evaluations": 20, "expansions": 6, "wall_time_s": 300},
                     "scheduler": {"name": "greedy"},
                     "proposer": {"name": "llm", "edit_format": "whole"},
                     "suite": {"name": "training", "subset": "smoke", "time_budget_s": 2},
