@@ -57,8 +57,8 @@ def run(argv: list[str] | None = None) -> int:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
+    from metasearch.cluster.ray_executor import run_task
     from metasearch.config import RayTaskResources
-    from metasearch.sandboxes.ray_executor import run_task
 
     jobs = args.slots * args.rounds
     local = drive(args.slots, jobs, lambda: sleeper(args.job_s))

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from metasearch.sim.bench import print_table
+from metasearch.sim.table import print_table
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {

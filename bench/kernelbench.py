@@ -23,7 +23,7 @@ from typing import Any
 
 from metasearch.errors import MetasearchError, TaskUnfit
 from metasearch.sandboxes.protocol import Sandbox
-from metasearch.sim.bench import print_table
+from metasearch.sim.table import print_table
 from metasearch.suites.kernelbench import KernelBenchSuite
 
 WRONG_FORWARD = """

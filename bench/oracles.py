@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from metasearch.sim.bench import print_table
+from metasearch.sim.table import print_table
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from metasearch.errors import MetasearchError
 from metasearch.sandboxes.docker import DockerSandbox
-from metasearch.sim.bench import print_table
+from metasearch.sim.table import print_table
 from metasearch.suites.polyglot import LANGUAGES, Exercise, PolyglotSuite, example_findings
 
 # Independent of polyglot.TEST_PATHS on purpose: any path part that names a test, a spec or test data.

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from metasearch import launch
-from metasearch.config import ServeSection, load_config
+from metasearch.config import load_config
+from metasearch.llm.config import ServeSection
 from metasearch.llm.scripted import ScriptedLLM
 from metasearch.llm.serve import VLLMServer
 from metasearch.schedulers.base import BaseScheduler, SearchState, open_agents, random_unseen_task

@@ -2,7 +2,9 @@
 
 Every model forbids unknown keys. Pluggable sections (``scheduler``, ``proposer``, ``suite``) name an
 implementation by registry name; the remaining keys are validated by that implementation's ``Config``
-model. Every error names the dotted key path and, where it is a choice, the allowed values.
+model. Every error names the dotted key path and, where it is a choice, the allowed values. The sections of
+one part live beside it (``llm/config.py``, ``sandboxes/config.py``, ``proposers/gate.py``); ``Config``
+puts them together.
 """
 
 from __future__ import annotations
@@ -13,21 +15,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from metasearch.errors import ConfigError
+from metasearch.llm.config import LLMSection
 from metasearch.manifest import format_validation_error
 from metasearch.proposers.gate import GateConfig
-from metasearch.registry import PROPOSERS, SCHEDULERS, SUITES, Registry
-from metasearch.sandboxes.protocol import ResolvedLimits
+from metasearch.registry import PROPOSERS, SCHEDULERS, SUITES, Registry, construct
+from metasearch.sandboxes.config import SandboxSection
 from metasearch.types import Budget
 
 
@@ -71,161 +66,6 @@ class BudgetSection(_Strict):
 
     def to_budget(self) -> Budget:
         return Budget(**self.model_dump())
-
-
-class SandboxSection(_Strict):
-    name: Literal["auto", "docker", "local"] = "auto"
-    image: str | None = None
-    """Docker image tag, or the name of an offline-built image (``polyglot``: the tag
-    ``metasearch images build polyglot`` makes); default: the image ``metasearch images build`` makes."""
-    cpus: float = Field(1.0, gt=0)
-    memory_mb: int = Field(2048, ge=64)
-    pids: int = Field(256, ge=16)
-    output_bytes: int = Field(1_000_000, ge=1024)
-    tmp_mb: int = Field(512, ge=16)
-    disk_mb: int = Field(1024, ge=16)
-    """Size of each writable area of a run (the task folder, a workspace). In Docker it is memory-backed,
-    like /tmp, so what a run writes there counts toward memory_mb too; a run that fills it fails with a
-    reason saying "disk limit"."""
-    gpus: Literal["none", "all"] | list[str] = "none"
-    gpu_share: int = Field(1, ge=1)
-    pin_cores: bool = True
-    """Each run gets CPU cores of its own while there are enough (``ceil(cpus)`` of them; then the least
-    used), so that concurrent runs do not share a core while others idle (timings would disturb each
-    other). Turn it off for a Docker engine on another machine, whose cores these are not."""
-
-    def limits(self) -> ResolvedLimits:
-        """Every sandbox run's limits (a run sets only its timeout, or asks for more memory for a grader)."""
-        return ResolvedLimits(
-            cpus=self.cpus,
-            memory_mb=self.memory_mb,
-            pids=self.pids,
-            output_bytes=self.output_bytes,
-            tmp_mb=self.tmp_mb,
-            disk_mb=self.disk_mb,
-        )
-
-
-class ServeSection(_Strict):
-    """A vLLM server metasearch starts and stops itself (see ``metasearch.llm.serve``)."""
-
-    model: str
-    """A local model directory or a name vLLM resolves (offline machines: a directory)."""
-    served_model_name: str | None = None
-    python: str | None = None
-    """Interpreter with vLLM installed (default: metasearch's own)."""
-    host: str = "127.0.0.1"
-    env: dict[str, str] = Field(default_factory=dict)
-    tensor_parallel_size: int = Field(1, ge=1)
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
-    max_model_len: int | None = Field(None, ge=1)
-    port: int = Field(0, ge=0, le=65535)
-    extra_args: list[str] = Field(default_factory=list)
-    gpus: list[str] = Field(default_factory=lambda: ["0"])
-    startup_timeout_s: float = Field(600, gt=0)
-
-
-class ModelEntry(_Strict):
-    """One model of ``llm.models``: a name for it, its endpoint or managed server, and its price."""
-
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
-    """How status, MLflow and the journal name it."""
-    serve: ServeSection | None = None
-    """A vLLM server metasearch starts for this model (or ``base_url``)."""
-    base_url: str | None = Field(None, validate_default=True)
-    """An OpenAI-compatible endpoint (or ``serve``)."""
-    model: str | None = None
-    """The model's name at the endpoint; default: the endpoint's first listed model."""
-    api_key_env: str | None = None
-    """Default: ``llm.api_key_env``."""
-    price_input_per_mtok: float = Field(0.0, ge=0)
-    """USD per million tokens; when every model has a price, the bandit weighs gains per USD."""
-    price_output_per_mtok: float = Field(0.0, ge=0)
-
-    @field_validator("base_url")
-    @classmethod
-    def _one_endpoint(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if "serve" not in info.data:  # serve itself is invalid: that error is enough
-            return value
-        if (value is None) == (info.data["serve"] is None):
-            raise ValueError("set either base_url (an endpoint) or serve (a server metasearch starts)")
-        return value
-
-
-class LLMSection(_Strict):
-    base_url: str | None = None
-    """An OpenAI-compatible endpoint (``http://host:8000/v1``); unset with ``serve``: the managed server."""
-    model: str | None = None
-    """Default: the endpoint's first listed model."""
-    api_key_env: str | None = "OPENAI_API_KEY"
-    """Name of the environment variable holding the key (never the key itself: configs are archived)."""
-    serve: ServeSection | None = None
-    max_tokens_per_job: int | None = Field(None, ge=1)
-    """Per-job token budget enforced by the gateway (the study's is ``budget.tokens``)."""
-    max_tokens: int | None = Field(4096, ge=1)
-    """Default ``max_tokens`` of each completion the host asks for."""
-    timeout_s: float = Field(300.0, gt=0)
-    max_retries: int = Field(4, ge=0)
-    retry_backoff_s: float = Field(0.5, ge=0)
-    """First gateway retry delay (doubling); the client uses the ``openai`` package's backoff."""
-    trace: bool = False
-    """Record each host-side call (meta-agent) as an MLflow trace in the study's experiment."""
-    price_input_per_mtok: float = Field(0.0, ge=0)
-    price_output_per_mtok: float = Field(0.0, ge=0)
-    models: list[ModelEntry] = Field(default_factory=list)
-    """Several models for the meta-agent instead of the one above; ``choose`` picks one per expansion.
-    Sandboxed agents' own calls (``resources.llm``) go to the first."""
-    choose: Literal["bandit", "uniform", "first"] = "bandit"
-    """With several ``models``: ``bandit`` (the model whose children gained most per token, see
-    ``metasearch.llm.choice``), ``uniform`` (each as often) or ``first``."""
-
-    @field_validator("models")
-    @classmethod
-    def _distinct_names(cls, value: list[ModelEntry]) -> list[ModelEntry]:
-        names = [m.name for m in value]
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
-            raise ValueError(f"each model needs its own name; {twice} appear more than once")
-        return value
-
-    @model_validator(mode="after")
-    def _models_alone(self) -> LLMSection:
-        if self.models:
-            single = [k for k in SINGLE_MODEL_KEYS if getattr(self, k) not in (None, 0.0)]
-            if single:
-                raise ValueError(
-                    f"with llm.models, set {', '.join(single)} on each entry of llm.models, not on llm"
-                )
-        return self
-
-    def arms(self) -> list[tuple[str, LLMSection]]:
-        """Each model as a single-model section (its own endpoint, model and prices; the rest shared), by
-        name. The single-model form is one arm, named after its model."""
-        if not self.models:
-            return [(self.arm_name(), self)]
-        out = []
-        for entry in self.models:
-            update = entry.model_dump(exclude={"name"}) | {"models": []}
-            update["serve"] = entry.serve
-            update["api_key_env"] = entry.api_key_env or self.api_key_env
-            out.append((entry.name, self.model_copy(update=update)))
-        return out
-
-    def served_gpus(self) -> list[str]:
-        """The GPUs the study's managed model servers keep (sandboxes get none of them)."""
-        gpus = [gpu for _, arm in self.arms() if arm.serve is not None for gpu in arm.serve.gpus]
-        return list(dict.fromkeys(gpus))
-
-    def arm_name(self) -> str:
-        """The single-model form's name: its model, the model it serves, or ``default``."""
-        if self.model:
-            return self.model
-        if self.serve is not None:
-            return self.serve.served_model_name or self.serve.model
-        return "default"
-
-
-SINGLE_MODEL_KEYS = ("base_url", "model", "serve", "price_input_per_mtok", "price_output_per_mtok")
 
 
 class RayTaskResources(_Strict):
@@ -302,9 +142,13 @@ class Plugin:
 
     cls: Any
     config: BaseModel
+    what: str = "plugin"
+    """How errors name it: the section and the registry name (``proposer 'llm'``)."""
 
-    def create(self, **kwargs: Any) -> Any:
-        return self.cls(self.config, **kwargs)
+    def create(self, **keywords: Any) -> Any:
+        """The plugin, built with the keywords its kind is built with (see ``registry``); ConfigError names
+        a keyword its constructor does not take."""
+        return construct(self.cls, self.config, self.what, **keywords)
 
     @property
     def secret_options(self) -> tuple[str, ...]:
@@ -374,7 +218,7 @@ def load_config_data(data: Mapping[str, Any], overrides: Sequence[str] = ()) -> 
             problems.append(f"{section}.name: {spec.name!r} has no Config model")
             continue
         try:
-            plugins[section] = Plugin(cls, model.model_validate(spec.options()))
+            plugins[section] = Plugin(cls, model.model_validate(spec.options()), f"{section} {spec.name!r}")
         except ValidationError as exc:
             problems.append(format_validation_error(exc, prefix=section))
     if problems:
@@ -396,6 +240,20 @@ def load_config(path: Path | str, overrides: Sequence[str] = ()) -> ResolvedConf
         return load_config_data(data, overrides)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+
+
+def study_config(study_dir: Path) -> Config:
+    """The study's frozen config; ConfigError when ``study_dir`` is not a study."""
+    config_path = Path(study_dir) / "config.yaml"
+    if not config_path.is_file():
+        raise ConfigError(f"{study_dir}: not a study directory (no config.yaml)")
+    return load_config_data(yaml.safe_load(config_path.read_text()) or {}).config
+
+
+def build_suite(name: str, cfg: Config | None = None) -> Any:
+    """Suite ``name`` with the options of ``cfg.suite`` when that config uses the same suite, else its
+    defaults. ConfigError names the suite when it is unknown or its options do not validate."""
+    return SUITES.create(name, cfg.suite.options() if cfg is not None and cfg.suite.name == name else {})
 
 
 def _deepcopy(data: Any) -> Any:

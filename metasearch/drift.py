@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from metasearch.archive import read_index
 from metasearch.errors import MetasearchError
-from metasearch.provenance import flatten, read_record, score_deciding
+from metasearch.provenance import conditions_hash, flatten, read_record, score_deciding
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +86,6 @@ def baseline_record(study_dir: Path, drift_events: list[dict[str, Any]]) -> dict
 
 def diff_runs(study_a: Path, study_b: Path) -> dict[str, Any]:
     """What differs between two studies' conditions (their records in force), for ``metasearch diff-runs``."""
-    from metasearch.archive import read_index
-    from metasearch.provenance import conditions_hash
-
     records = []
     for study in (study_a, study_b):
         record = baseline_record(study, read_index(study).drift)

@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from metasearch.archive import GitArchive
+from metasearch.config import build_suite, study_config
 from metasearch.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -83,8 +85,6 @@ def export_agent(study_dir: Path, agent_id: str, dest: Path, *, force: bool = Fa
     """Write ``agent_id``'s files and its ``requirements.txt`` into ``dest``; returns the requirements.
     ConfigError when ``dest`` is a file, or a non-empty folder and ``force`` is not set (``force`` removes
     what the folder holds first); ArchiveError for an unknown agent."""
-    from metasearch.archive import GitArchive
-
     dest = Path(dest)
     empty_folder(dest, force=force, option="--force")
     with GitArchive.open(study_dir, readonly=True) as archive:
@@ -116,8 +116,6 @@ def prepare_task(
     """Write task ``task_id`` of ``suite_name`` into ``dest/task`` and the model input into
     ``dest/input.json``; returns the paths. The suite takes the study's options when ``study_dir`` ran
     the same suite. ConfigError names the suite, or the task with the suite's task ids."""
-    from metasearch.tracking.heldout import build_suite, study_config
-
     suite = build_suite(suite_name, study_config(study_dir) if study_dir is not None else None)
     ids = [t.id for t in suite.tasks("all")]
     if task_id not in ids and f"{suite_name}/{task_id}" in ids:

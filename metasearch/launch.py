@@ -22,9 +22,11 @@ from metasearch.archive import ArchiveIndex, GitArchive, read_index
 from metasearch.archive.git import study_id_of
 from metasearch.archive.plumbing import git
 from metasearch.archive.recovery import refuse_if_running
+from metasearch.cluster.ray_executor import RayRunner, check_cluster, start_ray, stop_ray
 from metasearch.config import ResolvedConfig, load_config_data
 from metasearch.errors import ConfigError
-from metasearch.llm.service import LLMService, endpoint_configured
+from metasearch.llm.config import endpoint_configured
+from metasearch.llm.service import LLMService
 from metasearch.manifest import MANIFEST_NAME, Manifest, load_manifest, parse_manifest
 from metasearch.proposers.base import Proposer
 from metasearch.runner import Runner
@@ -32,6 +34,7 @@ from metasearch.sandboxes.auto import make_sandbox
 from metasearch.sandboxes.protocol import Limits, Sandbox
 from metasearch.study import Callback, Study
 from metasearch.suites.protocol import Suite
+from metasearch.tracking import store
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +58,6 @@ class Launched:
         if callable(sweep):
             sweep()
         if self.resolved.config.executor.name == "ray":
-            from metasearch.sandboxes.ray_executor import stop_ray
-
             sweep_nodes = getattr(self.runner, "sweep_nodes", None)
             try:  # what lost tasks left on the workers' Docker
                 if callable(sweep_nodes):
@@ -105,7 +106,6 @@ def preflight_executor(resolved: ResolvedConfig) -> dict[str, float] | None:
     anything of the study is written). Returns the cluster's resources, or None for local threads."""
     if resolved.config.executor.name != "ray":
         return None
-    from metasearch.sandboxes.ray_executor import check_cluster, start_ray
 
     start_ray(resolved.config.executor)
     return check_cluster(resolved.config.executor)
@@ -270,8 +270,10 @@ def _assemble(
             used_tokens=archive.index.tokens,
             on_charge=archive.add_usage,
             seed=cfg.study.seed,
-        ).start(tracking_uri=cfg.tracking.mlflow.tracking_uri)
+        ).start()
     try:
+        if llm is not None and cfg.llm.trace:
+            store.trace_to(archive.root, cfg.tracking.mlflow.tracking_uri)
         return _assemble_with(resolved, archive, callbacks, suite, tasks, llm, sandbox)
     except BaseException:
         if llm is not None:
@@ -308,8 +310,6 @@ def _assemble_with(
     }
     runner: Runner
     if cfg.executor.name == "ray":
-        from metasearch.sandboxes.ray_executor import RayRunner, start_ray
-
         start_ray(cfg.executor)
         runner = RayRunner(
             **common,

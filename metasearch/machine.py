@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
+import metasearch
+from metasearch.llm import local_models
+from metasearch.sandboxes import recipes
 from metasearch.sandboxes.gpus import detect_gpus
+from metasearch.sandboxes.images import resolve
 
 State = Literal["ok", "warn", "missing"]
 PROBE_TIMEOUT_S = 5.0
@@ -51,8 +55,6 @@ def docker_engine() -> tuple[Check, Any]:
 
 
 def sandbox_image(client: Any, image: str | None) -> Check:
-    from metasearch.sandboxes.images import resolve
-
     tag = resolve(image)  # unset: the default image; a recipe name (``polyglot``): the tag it builds
     try:
         client.images.get(tag)
@@ -66,8 +68,6 @@ def sandbox_image(client: Any, image: str | None) -> Check:
 def build_command(tag: str) -> str:
     """The command that makes ``tag``: ``metasearch images build [NAME]`` for an image of ours built offline,
     ``docker build`` for a shipped Dockerfile, else what to do."""
-    from metasearch.sandboxes import recipes
-
     repository = tag.rsplit(":", 1)[0]
     for spec in recipes.RECIPES.values():
         if tag in (spec.name, spec.tag()) or repository == spec.repository:
@@ -203,8 +203,6 @@ def machine_checks() -> list[Check]:
 def local_model_checks() -> list[Check]:
     """Each model ``metasearch models prepare`` knows: prepared here or not (a warning: only configs that
     serve it need it)."""
-    from metasearch.llm import local_models
-
     checks = []
     for name in sorted(local_models.LOCAL_MODELS):
         found = local_models.record(name)
@@ -228,6 +226,4 @@ def _read(path: Path) -> str | None:
 
 
 def _source_root() -> Path:
-    import metasearch
-
     return Path(metasearch.__file__).resolve().parents[1]

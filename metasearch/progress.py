@@ -13,6 +13,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from metasearch import launch
 from metasearch.errors import ConfigError
 from metasearch.events import (
     AgentAdded,
@@ -23,6 +24,9 @@ from metasearch.events import (
     StudyFinished,
     TaskRetired,
 )
+from metasearch.machine import ray_cluster
+from metasearch.report import best_dict
+from metasearch.sandboxes.images import resolve
 
 if TYPE_CHECKING:
     from metasearch.config import ResolvedConfig
@@ -115,9 +119,6 @@ def _agent_stats(study: Study, agent_id: str) -> tuple[float, int] | None:
 
 def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> ConfigError | None:
     """What a run would do, without starting anything (the ``--dry-run`` output)."""
-    from metasearch import launch
-    from metasearch.sandboxes.images import resolve
-
     cfg = resolved.config
     table = Table(title=f"plan for study {study_dir}", show_header=False)
     seeds = []
@@ -177,8 +178,6 @@ def _executor_row(resolved: ResolvedConfig, table: Table) -> ConfigError | None:
     if executor.name != "ray":
         table.add_row("executor", f"{executor.name} ({resolved.config.study.workers} worker threads)")
         return None
-    from metasearch import launch
-    from metasearch.machine import ray_cluster
 
     asks = "; ".join(
         f"{kind} {', '.join(f'{k}={v:g}' for k, v in ask.items() if v)}"
@@ -206,8 +205,6 @@ def _executor_row(resolved: ResolvedConfig, table: Table) -> ConfigError | None:
 
 
 def print_summary(launched: Launched, elapsed_s: float, out: Console) -> None:
-    from metasearch.report import best_dict
-
     study = launched.study
     summary = study.summary()
     best = best_dict(launched.archive.root, study=study)

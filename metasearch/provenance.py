@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import platform
 import shutil
 import subprocess
@@ -28,9 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import metasearch
 from metasearch.errors import ArchiveError, MetasearchError
+from metasearch.llm.config import endpoint_configured
+from metasearch.sandboxes.images import default_image_tag, recipe
+from metasearch.suites.protocol import grader_files
 
 if TYPE_CHECKING:
-    from metasearch.config import LLMSection, ResolvedConfig
+    from metasearch.config import ResolvedConfig
+    from metasearch.llm.config import LLMSection
     from metasearch.sandboxes.protocol import Sandbox
     from metasearch.suites.protocol import Suite
 
@@ -142,8 +147,6 @@ def package_versions(*, vllm: bool) -> dict[str, str | None]:
 
 
 def sandbox_record(sandbox: Sandbox) -> dict[str, Any]:
-    from metasearch.sandboxes.images import default_image_tag, recipe
-
     image = getattr(sandbox, "image", None)
     limits = getattr(sandbox, "limits", None)
     record: dict[str, Any] = {
@@ -191,8 +194,6 @@ def suite_record(resolved: ResolvedConfig, suite: Suite) -> dict[str, Any]:
 def task_hash(suite: Suite, task: Any) -> str:
     """sha256 (16 hex) over what an agent and its grader see of ``task``: the statement and timeout, the
     files ``prepare`` writes (git metadata left out: it holds timestamps) and the suite's grader files."""
-    from metasearch.suites.protocol import grader_files
-
     digest = hashlib.sha256()
     digest.update(json.dumps([task.id, task.statement, task.timeout_s, task.needs_gpu]).encode())
     with tempfile.TemporaryDirectory(prefix="ms-provenance-") as tmp:
@@ -214,8 +215,6 @@ def llm_record(resolved: ResolvedConfig) -> dict[str, Any] | None:
     """The model as the endpoint reports it (``GET /v1/models``) and the sampling parameters the host sends;
     with several ``llm.models``, the first one's at the top and each one's under ``models`` (what it is,
     score-deciding) and ``endpoints`` (where it was reached)."""
-    from metasearch.llm.service import endpoint_configured
-
     section = resolved.config.llm
     if not endpoint_configured(section):
         return None
@@ -232,9 +231,9 @@ def llm_record(resolved: ResolvedConfig) -> dict[str, Any] | None:
 def model_record(section: LLMSection) -> dict[str, Any]:
     """One model of a single-model ``llm`` section: its endpoint, model, weights root and (a prepared
     local model) digest, and what the endpoint serves."""
-    import os
-
     record: dict[str, Any] = {"endpoint": None, "model": None, "root": None, "served": []}
+    # The LLM modules are imported here, not at the top: they pull in httpx and openai (seconds), which
+    # `metasearch status` and the MLflow mirror, readers of this module, never need.
     if section.serve is not None:  # started by the study itself: vLLM serves what the config names
         from metasearch.llm import local_models
         from metasearch.llm.serve import served_name

@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from metasearch import launch
 from metasearch.errors import ConfigError
 from metasearch.llm import local_models
+from metasearch.llm.config import endpoint_configured
 from metasearch.machine import (
     Check,
     docker_engine,
@@ -28,19 +30,19 @@ from metasearch.machine import (
     ray_cluster,
     sandbox_image,
 )
+from metasearch.manifest import load_manifest
+from metasearch.progress import print_plan
 
 if TYPE_CHECKING:
-    from metasearch.config import LLMSection, ResolvedConfig, SandboxSection
+    from metasearch.config import ResolvedConfig
+    from metasearch.llm.config import LLMSection
+    from metasearch.sandboxes.config import SandboxSection
 
 __all__ = ["Check", "config_checks", "dry_run", "missing", "render"]
 
 
 def config_checks(resolved: ResolvedConfig, study_dir: Path) -> list[Check]:
     """Everything ``resolved`` needs on this machine; nothing is started or written."""
-    from metasearch import launch
-    from metasearch.llm.service import endpoint_configured
-    from metasearch.manifest import load_manifest
-
     cfg = resolved.config
     checks: list[Check] = []
     manifests = []
@@ -235,8 +237,6 @@ def render(checks: Sequence[Check], out: Any, title: str) -> None:
 def dry_run(resolved: ResolvedConfig, study_dir: Path, out: Any) -> int:
     """``metasearch run CONFIG --dry-run``: the plan, the checks, and the exit status (0: ``run`` would
     start; 1: something is missing, each named with its fix)."""
-    from metasearch.progress import print_plan
-
     too_small = print_plan(resolved, study_dir, out)  # a Ray cluster that answers but cannot hold a job
     checks = config_checks(resolved, study_dir)
     if too_small is not None:

@@ -4,15 +4,24 @@ A pluggable config section names its implementation (``scheduler: {name: hgm, al
 registry maps that name to ``"module:Class"``; the class carries a pydantic ``Config`` model
 (``extra="forbid"``) that validates the rest of the section. Imports are lazy so that the CLI starts
 fast and optional dependencies are only needed when their plugin is chosen.
+
+A plugin is built as ``cls(config, **keywords)`` with the keywords its kind is built with (none for
+schedulers and suites; ``study_dir``, ``llm`` and ``knobs_host`` for proposers, see ``proposers.base``). Its
+constructor names each keyword it takes: a ``**kwargs`` that swallows what it does not know would turn a
+misspelt keyword into an option silently dropped. ``construct`` names any keyword a constructor does not take.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from metasearch.errors import ConfigError
+from metasearch.manifest import format_validation_error
 
 
 class Registry:
@@ -42,6 +51,34 @@ class Registry:
         except (ImportError, AttributeError) as exc:
             raise ConfigError(f"{self.kind}.name: cannot load {name!r} ({target}): {exc}") from exc
 
+    def create(self, name: str, options: Mapping[str, Any] | None = None, **keywords: Any) -> Any:
+        """Plugin ``name`` built with ``options`` (checked against its ``Config``) and ``keywords``.
+        ConfigError names an unknown plugin, an option its ``Config`` refuses, or a keyword it does not take."""
+        cls = self.resolve(name)
+        try:
+            config = cls.Config.model_validate(dict(options or {}))
+        except ValidationError as exc:
+            raise ConfigError(format_validation_error(exc, prefix=f"{self.kind} {name!r}")) from exc
+        return construct(cls, config, f"{self.kind} {name!r}", **keywords)
+
+
+def construct(cls: Any, config: Any, what: str, **keywords: Any) -> Any:
+    """``cls(config, **keywords)``; ConfigError, naming ``what``, when the constructor takes no keyword of one
+    of those names (a constructor with ``**kwargs`` is taken at its word)."""
+    try:
+        parameters = list(inspect.signature(cls).parameters.values())[1:]  # after the config
+    except (TypeError, ValueError):  # no signature to read (a builtin): let the call decide
+        parameters = None
+    if parameters is not None and not any(p.kind is p.VAR_KEYWORD for p in parameters):
+        takes = {p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+        unknown = sorted(set(keywords) - takes)
+        if unknown:
+            raise ConfigError(
+                f"{what}: {cls.__module__}:{cls.__qualname__} takes no keyword "
+                f"{', '.join(repr(k) for k in unknown)}; it takes {', '.join(sorted(takes)) or 'none'}"
+            )
+    return cls(config, **keywords)
+
 
 SCHEDULERS = Registry(
     "scheduler",
@@ -50,6 +87,7 @@ SCHEDULERS = Registry(
         "hgm-paper": "metasearch.schedulers.hgm:HGMPaperScheduler",
         "mcts": "metasearch.schedulers.mcts:MCTSScheduler",
         "dgm": "metasearch.schedulers.dgm:DGMScheduler",
+        "gea": "metasearch.schedulers.gea:GEAScheduler",
         "greedy": "metasearch.schedulers.greedy:GreedyScheduler",
         "random": "metasearch.schedulers.random:RandomScheduler",
     },

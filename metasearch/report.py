@@ -10,7 +10,10 @@ import yaml
 
 from metasearch.archive import ArchiveIndex, read_index
 from metasearch.config import ResolvedConfig, load_config_data
+from metasearch.drift import baseline_record
 from metasearch.errors import ConfigError
+from metasearch.llm.config import endpoint_configured
+from metasearch.provenance import headline
 from metasearch.schedulers.base import SearchState
 from metasearch.schedulers.cmp import SearchTree, replay_results
 from metasearch.schedulers.final import agent_stats
@@ -101,8 +104,6 @@ def status_of(view: StudyView, study_dir: Path, best: str | None = None) -> dict
 def model_tallies(view: StudyView) -> dict[str, dict[str, Any]]:
     """Per meta-agent model (``llm.models``, or the one model): what its expansions spent and earned
     (``llm.tally.ModelLedger.tallies``); empty when the study has no LLM and chose none."""
-    from metasearch.llm.service import endpoint_configured
-
     section = view.resolved.config.llm
     names = [name for name, _ in section.arms()] if endpoint_configured(section) else []
     return view.index.models.tallies(names) if names or view.index.models.jobs else {}
@@ -119,9 +120,6 @@ def failure_kinds(failed: list[dict[str, Any]]) -> dict[str, int]:
 
 def _provenance_headline(study_dir: Path, index: ArchiveIndex) -> dict[str, Any] | None:
     """The record in force (after accepted drift) in one line each: revision, image, model, suite."""
-    from metasearch.drift import baseline_record
-    from metasearch.provenance import headline
-
     found = headline(baseline_record(study_dir, index.drift))
     if found is not None:
         found["drift_accepted"] = len(index.drift)

@@ -55,6 +55,13 @@ class Runner:
     llm: LLMService | None = None
     """The study's LLM access: agents that declare ``resources.llm`` get a per-job gateway from it."""
 
+    def abort(self) -> None:
+        """End what the study's jobs run in their sandboxes (the study abandoned them: a second Ctrl-C), so
+        their workers return at once instead of when each job ends."""
+        sweep = getattr(self.sandbox, "sweep", None)
+        if callable(sweep):
+            sweep()
+
     def __call__(self, job: Job) -> Outcome:
         try:
             if isinstance(job, Evaluate):

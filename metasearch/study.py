@@ -335,6 +335,9 @@ class Study:
                 if stop.abort.is_set():
                     self._abandon(futures, "aborted by user")
                     pool.shutdown(wait=False, cancel_futures=True)
+                    end_running = getattr(execute, "abort", None)
+                    if callable(end_running):  # ends what the abandoned jobs still run, so the workers return
+                        end_running()
                     break
                 done, _ = wait(futures, timeout=min(heartbeat_s, 0.5), return_when=FIRST_COMPLETED)
                 for fut in done:

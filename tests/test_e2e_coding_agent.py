@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from metasearch.config import LLMSection
 from metasearch.launch import resolve_seed
+from metasearch.llm.config import LLMSection
 from metasearch.llm.scripted import ScriptedLLM
 from metasearch.llm.service import LLMService
 from metasearch.runner import evaluate_in_sandbox

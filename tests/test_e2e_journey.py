@@ -195,8 +195,8 @@ def child_with_most_trials(study: Path) -> str:
 
 def grade(artifact_dir: Path, task_id: str, study: Path) -> Any:
     """The study's own training suite (its data key decides the hidden labels) grades the artifact."""
+    from metasearch.config import build_suite, study_config
     from metasearch.sandboxes.local import LocalSandbox
-    from metasearch.tracking.heldout import build_suite, study_config
 
     return build_suite("training", study_config(study)).grade(task_id, artifact_dir, LocalSandbox())
 

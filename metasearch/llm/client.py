@@ -15,16 +15,14 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 import openai
 
 from metasearch.errors import ConfigError, InfrastructureError, MetasearchError
+from metasearch.llm.config import LLMSection
 from metasearch.llm.usage import Hold, Prices, TokenMeter, prompt_bound
-
-if TYPE_CHECKING:
-    from metasearch.config import LLMSection
 
 log = logging.getLogger(__name__)
 

@@ -19,22 +19,21 @@ infrastructure error for the job. Request and response sizes are bounded.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import shutil
-import socketserver
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from metasearch.llm.socket_http import Stream, UnixHTTPServer, error_reply, handler_for
 from metasearch.llm.usage import BudgetExhausted, Hold, Prices, TokenMeter
 from metasearch.llm.worst_case import cap_completions, worst_case
 
@@ -51,11 +50,6 @@ ROUTES = {
 }
 RETRY_STATUS = {429, 500, 502, 503, 504}
 TRANSCRIPT_CHARS = 20_000
-
-
-class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-    request_queue_size = 256
 
 
 class Gateway:
@@ -78,8 +72,12 @@ class Gateway:
         timeout_s: float = 600.0,
         max_request_bytes: int = 8_000_000,
         max_response_bytes: int = 8_000_000,
+        context_tokens: int | None = None,
     ) -> None:
         self.upstream = upstream_base_url.rstrip("/")
+        # The served context: a call that names no completion cap is reserved that much, and sent without
+        # one while the room left covers it (the server's own limit, context minus prompt, then bounds it).
+        self.context_tokens = context_tokens
         self.job_id = job_id
         self.meter = meter or TokenMeter()
         self.api_key = api_key
@@ -99,7 +97,7 @@ class Gateway:
         self.study_refusals = 0
         self.overruns = 0  # calls the upstream charged more for than they reserved
         self._lock = threading.Lock()
-        self._server: _Server | None = None
+        self._server: UnixHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.mount_dir: Path | None = None
 
@@ -111,7 +109,10 @@ class Gateway:
         self.mount_dir.chmod(0o755)
         shutil.copyfile(FORWARDER_SOURCE, self.mount_dir / "forwarder.py")
         (self.mount_dir / "forwarder.py").chmod(0o644)
-        self._server = _Server(str(self.socket_path), _handler_for(self))
+        self._server = UnixHTTPServer(
+            str(self.socket_path),
+            handler_for(self.handle, name=f"gateway {self.job_id}", max_request_bytes=self.max_request_bytes),
+        )
         os.chmod(self.socket_path, 0o777)  # the sandbox's unprivileged user connects to it
         self._thread = threading.Thread(
             target=self._server.serve_forever, name=f"gateway-{self.job_id}", daemon=True
@@ -151,25 +152,28 @@ class Gateway:
         route = path.split("?", 1)[0].rstrip("/")
         route = route[3:] if route.startswith("/v1/") else route
         if (method, route) not in ROUTES:
-            return _error(
+            return error_reply(
                 404, f"the gateway serves {sorted(r for _, r in ROUTES)} under /v1, not {method} {path}"
             )
         if method == "GET":
             return self._forward(method, route, None, None)
         if len(body) > self.max_request_bytes:
-            return _error(413, f"request over {self.max_request_bytes} bytes")
+            return error_reply(413, f"request over {self.max_request_bytes} bytes")
         try:
             request = json.loads(body)
             if not isinstance(request, dict):
                 raise ValueError("not an object")
         except ValueError as exc:
-            return _error(400, f"request body is not a JSON object: {exc}")
+            return error_reply(400, f"request body is not a JSON object: {exc}")
         if self.model:  # another model would be metered at this one's price
             request["model"] = self.model
         try:
             ask = worst_case(route, request)
         except ValueError as exc:
-            return _error(400, str(exc), kind="invalid_request_error")
+            return error_reply(400, str(exc), kind="invalid_request_error")
+        uncapped = ask.max_completion is None and bool(self.context_tokens)
+        if uncapped:
+            ask = dataclasses.replace(ask, max_completion=self.context_tokens)
         try:
             hold = self.meter.reserve(self.job_id, *ask.reservation())
         except BudgetExhausted as exc:
@@ -178,9 +182,11 @@ class Gateway:
                 self.study_refusals += exc.scope == "study"
             many = f"; the call asks for {ask.completions} completions (n, best_of, prompts)"
             message = str(exc) + (many if ask.completions > 1 else "")
-            return _error(403, message, kind="token_budget_exhausted")
+            return error_reply(403, message, kind="token_budget_exhausted")
         if hold.max_completion is not None:
-            cap_completions(request, ask.per_completion(hold.max_completion))
+            granted = ask.per_completion(hold.max_completion)
+            if not (uncapped and granted >= (self.context_tokens or 0)):
+                cap_completions(request, granted)
         try:
             if request.get("stream"):
                 # Ask for the usage chunk at the end of the stream: it is what the meter charges.
@@ -216,7 +222,7 @@ class Gateway:
                     route,
                     request,
                     502,
-                    _error(502, f"upstream reply over {self.max_response_bytes} bytes")[1],
+                    error_reply(502, f"upstream reply over {self.max_response_bytes} bytes")[1],
                     started,
                     hold,
                 )
@@ -236,7 +242,7 @@ class Gateway:
             self.last_upstream_error = error
         message = f"LLM upstream failed after {self.retries + 1} attempts: {error}"
         return self._record(
-            route, request, 502, _error(502, message, kind="upstream_unavailable")[1], started
+            route, request, 502, error_reply(502, message, kind="upstream_unavailable")[1], started
         )
 
     def _forward_stream(self, route: str, request: dict[str, Any], hold: Hold) -> tuple[int, bytes] | Stream:
@@ -299,7 +305,7 @@ class Gateway:
                     status = 502
                     message = f"upstream stream over {self.max_response_bytes} bytes; cut off by the gateway"
                     charge()
-                    yield b"data: " + _error(502, message)[1] + b"\n\n"
+                    yield b"data: " + error_reply(502, message)[1] + b"\n\n"
                     break
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
@@ -365,7 +371,7 @@ class Gateway:
                     self._settle(hold, prompt, completion)
                 settled = True
             except (ValueError, AttributeError, TypeError) as exc:
-                status, data = _error(502, f"malformed upstream reply ({exc}): {data[:200]!r}")
+                status, data = error_reply(502, f"malformed upstream reply ({exc}): {data[:200]!r}")
         if hold is not None and not settled:  # refused or unusable: nothing was spent
             self.meter.release(hold)
         with self._lock:
@@ -415,13 +421,6 @@ class _TooLarge(Exception):
     pass
 
 
-@dataclass
-class Stream:
-    """A streamed answer: the upstream's server-sent events, relayed chunk by chunk."""
-
-    chunks: Iterator[bytes]
-
-
 def _sse_data(line: bytes) -> dict[str, Any] | None:
     """The JSON object of one ``data:`` line of a server-sent event stream (None for anything else)."""
     line = line.strip()
@@ -442,67 +441,3 @@ def _clip(text: str) -> str:
         + f"\n[... {len(text) - TRANSCRIPT_CHARS} chars ...]\n"
         + text[-TRANSCRIPT_CHARS // 2 :]
     )
-
-
-def _error(status: int, message: str, *, kind: str = "gateway_error") -> tuple[int, bytes]:
-    return status, json.dumps({"error": {"message": message, "type": kind, "code": kind}}).encode()
-
-
-def _handler_for(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def address_string(self) -> str:  # a unix socket peer has no address
-            return "sandbox"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            log.debug("gateway %s: " + format, gateway.job_id, *args)
-
-        def do_GET(self) -> None:
-            self._safely("GET", b"")
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > gateway.max_request_bytes:
-                self._reply(*_error(413, f"request over {gateway.max_request_bytes} bytes"))
-                self.close_connection = True
-                return
-            self._safely("POST", self.rfile.read(length))
-
-        def _safely(self, method: str, body: bytes) -> None:
-            try:
-                answer = gateway.handle(method, self.path, body)
-            except Exception as exc:  # a gateway bug must not leave the agent without an answer
-                log.exception("gateway %s: %s %s failed", gateway.job_id, method, self.path)
-                answer = _error(500, f"gateway error: {type(exc).__name__}: {exc}")
-            if isinstance(answer, Stream):
-                self._stream(answer)
-            else:
-                self._reply(*answer)
-
-        def _stream(self, stream: Stream) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Connection", "close")  # the body ends when the connection does
-            self.end_headers()
-            self.close_connection = True
-            try:
-                for chunk in stream.chunks:
-                    self.wfile.write(chunk)
-                    self.wfile.flush()
-            except OSError:  # the agent went away: closing the generator still meters the call
-                pass
-            finally:
-                close = getattr(stream.chunks, "close", None)
-                if callable(close):
-                    close()
-
-        def _reply(self, status: int, payload: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-    return Handler

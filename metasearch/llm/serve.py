@@ -23,15 +23,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import httpx
 
 from metasearch.errors import InfrastructureError
 from metasearch.llm import local_models
-
-if TYPE_CHECKING:
-    from metasearch.config import ServeSection
+from metasearch.llm.config import ServeSection
 
 log = logging.getLogger(__name__)
 

@@ -15,27 +15,21 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
 from metasearch.errors import ConfigError
 from metasearch.llm import choice
 from metasearch.llm.client import LLMClient
+from metasearch.llm.config import LLMSection, endpoint_configured
 from metasearch.llm.gateway import Gateway
+from metasearch.llm.ledger import LedgerMeter
 from metasearch.llm.serve import VLLMServer
 from metasearch.llm.tally import Cost, ModelLedger
 from metasearch.llm.usage import Prices, TokenMeter
 
-if TYPE_CHECKING:
-    from metasearch.config import LLMSection
-    from metasearch.sandboxes.ray_host import LedgerMeter
-
 log = logging.getLogger(__name__)
-
-
-def endpoint_configured(section: LLMSection) -> bool:
-    return bool(section.models or section.base_url or section.serve or os.environ.get("OPENAI_BASE_URL"))
 
 
 def prices_of(section: LLMSection) -> Prices:
@@ -79,8 +73,10 @@ class LLMService:
         self._http: httpx.Client | None = None
         self._lock = threading.Lock()
 
-    def start(self, *, tracking_uri: str | None = None) -> LLMService:
-        """Start every managed server (one ``logs/vllm.log``, or ``logs/vllm-<model>.log`` each)."""
+    def start(self) -> LLMService:
+        """Start every managed server (one ``logs/vllm.log``, or ``logs/vllm-<model>.log`` each). With
+        ``llm.trace`` the clients' spans go to MLflow's active experiment: the caller points it at the
+        study's (``tracking.store.trace_to``)."""
         logs = self.study_dir / "logs"
         try:
             for name, arm in self.arms.items():
@@ -90,21 +86,7 @@ class LLMService:
         except BaseException:
             self.close()
             raise
-        if self.section.trace:
-            self._trace_to(tracking_uri)
         return self
-
-    def _trace_to(self, tracking_uri: str | None) -> None:
-        """Point MLflow tracing (process-wide) at the study's store and experiment."""
-        import mlflow
-
-        from metasearch.tracking import store
-
-        uri = store.study_tracking_uri(self.study_dir, tracking_uri)
-        client = store.make_client(uri)
-        experiment = store.experiment_for(client, self.study_dir, self.study_dir.name, uri)
-        mlflow.set_tracking_uri(uri)
-        mlflow.set_experiment(experiment_id=experiment)
 
     @property
     def server(self) -> VLLMServer | None:
@@ -189,9 +171,24 @@ class LLMService:
             http=http,
             retries=self.section.max_retries,
             backoff_s=self.section.retry_backoff_s,
+            context_tokens=self.context_of(name),
         )
         with gateway:
             yield gateway
+
+    def context_of(self, model: str | None = None) -> int | None:
+        """The served context length of ``model`` (None: the first): what its managed server reported at
+        start, else what its endpoint lists (None when it does not say)."""
+        name = self._name(model)
+        server = self.servers.get(name)
+        if server is not None and server.context_tokens:
+            return server.context_tokens
+        return self.client_for(name).context_tokens()
+
+    @property
+    def context_tokens(self) -> int | None:
+        """The first model's served context length (see ``context_of``)."""
+        return self.context_of()
 
     def remote(self, host: Any = None, *, model: str | None = None) -> RemoteLLM:
         """The job-sized description of this service that a Ray worker builds its gateway and client from,
@@ -213,6 +210,7 @@ class LLMService:
             prices=prices_of(self.arms[name]),
             host=host,
             name=name,
+            context_tokens=self.context_of(name),
         )
 
     def close(self) -> None:
@@ -253,9 +251,11 @@ class RemoteLLM:
         prices: Prices | None = None,
         host: Any = None,
         name: str | None = None,
+        context_tokens: int | None = None,
     ) -> None:
         self.name = name  # the model's name in llm.models (None: the study has one model)
         self.base_url = base_url
+        self.context_tokens = context_tokens
         self.model = model
         self.api_key = api_key
         self.job_limit = job_limit
@@ -274,8 +274,6 @@ class RemoteLLM:
     def meter(self) -> Any:
         if self._meter is None:
             if self.host is not None:
-                from metasearch.sandboxes.ray_host import LedgerMeter
-
                 self._meter = LedgerMeter(self.host, self.prices)
             else:
                 self._meter = TokenMeter(study_limit=self.study_remaining, job_limit=self.job_limit)
@@ -321,5 +319,6 @@ class RemoteLLM:
             retries=self.retries,
             backoff_s=self.backoff_s,
             timeout_s=self.timeout_s,
+            context_tokens=self.context_tokens,
         ) as gateway:
             yield gateway

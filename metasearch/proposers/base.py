@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from metasearch.proposers.gate import ALWAYS_PROTECTED, protected_hit
 from metasearch.sandboxes.protocol import Sandbox
 from metasearch.types import Agent, Evaluation, Proposal
 
@@ -77,15 +78,19 @@ class ProposalContext:
 
     def protected_files(self, workspace: Path) -> list[str]:
         """The workspace's files the gate would refuse an edit to."""
-        from metasearch.proposers.gate import ALWAYS_PROTECTED, protected_hit
-
         patterns = (*ALWAYS_PROTECTED, *self.protected)
         files = (p.relative_to(workspace).as_posix() for p in workspace.rglob("*") if p.is_file())
         return [f for f in files if protected_hit([f], patterns)]
 
 
 class Proposer(Protocol):
-    """Also, optionally, ``uses_model(job_id) -> bool``: whether the expansion ``job_id`` calls the study's
+    """A proposer class is built as ``cls(config, *, study_dir, llm, knobs_host)``: its validated ``Config``,
+    the study directory, the study's LLM (an ``LLMService``; on a Ray worker a ``RemoteLLM``; the ``llm``
+    config section when the study only checks that it can be built) and, on a Ray worker, the study's host
+    actor (``knobs_host``, else None). It takes each keyword, used or not, and no ``**kwargs``: the registry
+    names a keyword a constructor does not take (``registry.construct``).
+
+    Also, optionally, ``uses_model(job_id) -> bool``: whether the expansion ``job_id`` calls the study's
     LLM; the runner then chooses its model (``context.model``) and records it. Without it: none."""
 
     def propose(self, parent: Agent, workspace: Path, context: ProposalContext) -> Proposal:

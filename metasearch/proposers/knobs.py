@@ -83,7 +83,8 @@ class KnobsProposer:
                 )
             return self
 
-    def __init__(self, config: Config, *, study_dir: Path, knobs_host: Any = None, **_: Any) -> None:
+    def __init__(self, config: Config, *, study_dir: Path, llm: Any = None, knobs_host: Any = None) -> None:
+        # llm: every proposer is built with the study's LLM (see proposers.base); knobs asks no model.
         self.config = config
         self.storage_path = Path(study_dir) / "optuna.journal"
         self._lock = threading.Lock()

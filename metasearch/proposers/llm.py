@@ -28,6 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError
 from metasearch.llm.client import ChatResult, LLMError
+from metasearch.llm.config import endpoint_configured
+from metasearch.llm.service import LLMService, RemoteLLM
 from metasearch.proposers import edits
 from metasearch.proposers.base import ProposalContext, ProposalFailed
 from metasearch.proposers.prompt import Fitted, code_listing, diagnosis, fit, lineage_summary, truncate
@@ -69,8 +71,6 @@ class ChatModel(Protocol):
 
 
 def _require_endpoint(llm: Any) -> None:
-    from metasearch.llm.service import LLMService, RemoteLLM, endpoint_configured
-
     if not isinstance(llm, LLMService | RemoteLLM) and (llm is None or not endpoint_configured(llm)):
         raise ConfigError(
             "llm.base_url: the llm proposer needs an OpenAI-compatible endpoint "
@@ -102,8 +102,15 @@ class LLMProposer:
         """Sent when set: small models loop less with a penalty (see ``metasearch bench proposers``)."""
 
     def __init__(
-        self, config: Config, *, study_dir: Path, llm: Any = None, model: ChatModel | None = None, **_: Any
+        self,
+        config: Config,
+        *,
+        study_dir: Path,
+        llm: Any = None,
+        knobs_host: Any = None,
+        model: ChatModel | None = None,
     ) -> None:
+        # knobs_host: given to every proposer on a Ray worker; only knobs keeps state in the host actor.
         self.config = config
         self.study_dir = Path(study_dir)
         if model is None:
@@ -126,8 +133,6 @@ class LLMProposer:
         with self._lock:
             if self._model is not None:
                 return self._model
-        from metasearch.llm.service import LLMService, RemoteLLM
-
         if not isinstance(self._llm, LLMService | RemoteLLM):
             raise ConfigError("llm: the llm proposer was built without the study's LLM service")
         return self._llm.client_for(name)

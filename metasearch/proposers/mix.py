@@ -9,9 +9,11 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from metasearch.manifest import format_validation_error
 from metasearch.proposers.base import ProposalContext, ProposalFailed, Proposer
+from metasearch.registry import PROPOSERS
 from metasearch.types import Agent, Proposal
 
 
@@ -25,8 +27,6 @@ class MixProposer:
         @field_validator("weights")
         @classmethod
         def _weights(cls, value: dict[str, float]) -> dict[str, float]:
-            from metasearch.registry import PROPOSERS
-
             if not value or any(w < 0 for w in value.values()) or sum(value.values()) <= 0:
                 raise ValueError("weights must be non-negative with a positive sum")
             unknown = sorted(set(value) - (set(PROPOSERS.names()) - {"mix"}))
@@ -36,14 +36,31 @@ class MixProposer:
                 )
             return value
 
-    def __init__(self, config: Config, **context: Any) -> None:
-        from metasearch.registry import PROPOSERS
+        @field_validator("options")
+        @classmethod
+        def _options(
+            cls, value: dict[str, dict[str, Any]], info: ValidationInfo
+        ) -> dict[str, dict[str, Any]]:
+            """Each member's options, checked against its own Config now rather than when the study starts."""
+            weights = info.data.get("weights") or {}
+            idle = sorted(set(value) - set(weights))
+            if idle:
+                raise ValueError(f"options for {idle}, which have no weight; members: {sorted(weights)}")
+            for name, options in value.items():
+                try:
+                    PROPOSERS.resolve(name).Config.model_validate(options)
+                except ValidationError as exc:
+                    raise ValueError(format_validation_error(exc, prefix=name).replace("\n", "; ")) from exc
+            return value
 
+    def __init__(self, config: Config, *, study_dir: Path, llm: Any = None, knobs_host: Any = None) -> None:
         self.config = config
-        self.members: dict[str, Proposer] = {}
-        for name in sorted(config.weights):
-            cls = PROPOSERS.resolve(name)
-            self.members[name] = cls(cls.Config.model_validate(config.options.get(name, {})), **context)
+        self.members: dict[str, Proposer] = {
+            name: PROPOSERS.create(
+                name, config.options.get(name), study_dir=study_dir, llm=llm, knobs_host=knobs_host
+            )
+            for name in sorted(config.weights)
+        }
 
     def choose(self, job_id: str) -> str:
         total = sum(self.config.weights.values())

@@ -16,6 +16,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError, InfrastructureError
+from metasearch.llm.config import endpoint_configured
+from metasearch.llm.gateway import FORWARDER_PATH, SOCKET_DIR, SOCKET_PATH
+from metasearch.llm.service import LLMService, RemoteLLM
 from metasearch.manifest import load_manifest
 from metasearch.proposers.base import ProposalContext, ProposalFailed
 from metasearch.proposers.prompt import diagnosis, lineage_summary, truncate
@@ -32,9 +35,8 @@ class SelfModifyProposer:
         this and ``llm.max_tokens_per_job`` applies)."""
         context_chars: int = Field(30_000, ge=1_000)
 
-    def __init__(self, config: Config, *, study_dir: Path, llm: Any = None, **_: Any) -> None:
-        from metasearch.llm.service import LLMService, RemoteLLM, endpoint_configured
-
+    def __init__(self, config: Config, *, study_dir: Path, llm: Any = None, knobs_host: Any = None) -> None:
+        # knobs_host: given to every proposer on a Ray worker; only knobs keeps state in the host actor.
         if not isinstance(llm, LLMService | RemoteLLM) and (llm is None or not endpoint_configured(llm)):
             raise ConfigError(
                 "llm.base_url: self-modification needs an OpenAI-compatible endpoint for the agent's gateway "
@@ -65,8 +67,6 @@ class SelfModifyProposer:
             raise ProposalFailed(
                 f"agent {manifest.name!r} declares no self_improve entry point", kind="self_improve"
             )
-        from metasearch.llm.gateway import FORWARDER_PATH, SOCKET_DIR, SOCKET_PATH
-        from metasearch.llm.service import LLMService, RemoteLLM
 
         if not isinstance(self.llm, LLMService | RemoteLLM):
             raise ConfigError("llm: the self proposer was built without the study's LLM service")

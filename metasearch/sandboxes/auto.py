@@ -8,14 +8,13 @@ at study start, unless the user chose ``sandbox.name: local`` explicitly.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from metasearch.errors import ConfigError, InfrastructureError
+from metasearch.sandboxes.config import SandboxSection
+from metasearch.sandboxes.docker import DockerSandbox
+from metasearch.sandboxes.images import build_hint, image_exists
 from metasearch.sandboxes.local import LocalSandbox
 from metasearch.sandboxes.protocol import Sandbox
-
-if TYPE_CHECKING:
-    from metasearch.config import SandboxSection
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +34,6 @@ def make_sandbox(
     limits = section.limits()
     if section.name == "local":
         return LocalSandbox(study=study, limits=limits)
-    from metasearch.sandboxes.docker import DockerSandbox
 
     config = DockerSandbox.Config(
         image=section.image,
@@ -46,7 +44,6 @@ def make_sandbox(
     )
     try:
         sandbox = DockerSandbox(config, study=study, study_id=study_id, limits=limits)
-        from metasearch.sandboxes.images import build_hint, image_exists
 
         if not image_exists(sandbox.image):
             raise InfrastructureError(

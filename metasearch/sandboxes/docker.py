@@ -46,6 +46,7 @@ from metasearch.sandboxes.container import (
 )
 from metasearch.sandboxes.cores import CORES
 from metasearch.sandboxes.gpus import GPUPool, device_requests
+from metasearch.sandboxes.images import build_hint, resolve
 from metasearch.sandboxes.protocol import DEFAULT_LIMITS, ExecResult, ResolvedLimits, RunSpec
 
 log = logging.getLogger(__name__)
@@ -82,8 +83,6 @@ class DockerSandbox:
         client: Any = None,
     ) -> None:
         import docker
-
-        from metasearch.sandboxes.images import resolve
 
         self.config = config or DockerSandbox.Config()
         if self.config.user.split(":")[0] == HOLDER_USER.split(":")[0]:
@@ -229,8 +228,6 @@ class DockerSandbox:
         self, spec: RunSpec, limits: ResolvedLimits, gpus: Sequence[str], cores: Sequence[int]
     ) -> Iterator[Any]:
         import docker
-
-        from metasearch.sandboxes.images import build_hint
 
         try:
             self.client.images.get(self.image)

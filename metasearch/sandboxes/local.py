@@ -70,7 +70,6 @@ class LocalSandbox:
         *,
         study: str = "",
         limits: ResolvedLimits = DEFAULT_LIMITS,
-        **_: object,
     ) -> None:
         self.config = config or LocalSandbox.Config()
         self.study = study

@@ -8,13 +8,13 @@ returns. ``None`` means "nothing worth starting now" (back-pressure: the Study w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.schedulers.cmp import SearchTree
-from metasearch.schedulers.final import select_final
+from metasearch.schedulers.final import FinalMethod, select_final
 from metasearch.types import Budget, Evaluate, Job, Usage
 
 
@@ -43,9 +43,13 @@ class SchedulerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     alpha: float = Field(0.6, gt=0, le=1)
     """Expand when evaluations_started ** alpha >= non-seed agents + expansions in flight (UCB-Air)."""
-    final: Literal["lower_percentile", "mean"] = "lower_percentile"
+    final: FinalMethod = "lower_percentile"
     epsilon: float = Field(0.01, gt=0, lt=0.5)
     min_trials: int = Field(3, ge=1)
+    prior_trials: float = Field(10.0, gt=0)
+    """``final: clade_prior``: how many evaluations the parent's clade mean is worth as a prior."""
+    top_k: int = Field(5, ge=1)
+    """``final: clade_top_k``: how many agents, by the lower percentile, compete on their clade mean."""
 
 
 class BaseScheduler:
@@ -62,6 +66,8 @@ class BaseScheduler:
             method=self.config.final,
             epsilon=self.config.epsilon,
             min_trials=self.config.min_trials,
+            prior_trials=self.config.prior_trials,
+            top_k=self.config.top_k,
         )
 
     def wants_expansion(self, state: SearchState) -> bool:

@@ -29,22 +29,31 @@ import numpy as np
 from pydantic import Field
 
 from metasearch.schedulers.base import BaseScheduler, SchedulerConfig, SearchState
+from metasearch.schedulers.final import FinalMethod
 from metasearch.types import Evaluate, Expand, Job
 
 
-class DGMConfig(SchedulerConfig):
+class StagedConfig(SchedulerConfig):
+    """DGM's archive and staged evaluation, shared with ``gea`` (which DGM's protocol also runs)."""
+
     stage1: int = Field(10, ge=1)
     stage2: int = Field(50, ge=0)
     promote_at: float = Field(0.4, ge=0, le=1)
-    sharpness: float = Field(10.0, gt=0)
     archive: Literal["compiled", "all"] = "compiled"
-    final: Literal["lower_percentile", "mean"] = "mean"
+    final: FinalMethod = "mean"
     min_trials: int = Field(60, ge=1)
 
 
-class DGMScheduler(BaseScheduler):
-    Config = DGMConfig
-    config: DGMConfig
+class DGMConfig(StagedConfig):
+    sharpness: float = Field(10.0, gt=0)
+
+
+class StagedScheduler(BaseScheduler):
+    """Staged evaluations first (oldest agent first), then an expansion of a parent from the archive that
+    ``choose_parent`` picks; subclasses choose the parent."""
+
+    Config = StagedConfig
+    config: StagedConfig
 
     def allowed(self, state: SearchState, i: int) -> int:
         """How many tasks agent ``i`` may be evaluated on at its current stage."""
@@ -74,12 +83,25 @@ class DGMScheduler(BaseScheduler):
                 return Evaluate(agent_id=agent_id, task_id=task)
         if not self.can_expand(state):
             return None
-        archived = self.archived(state)
-        members = np.flatnonzero(archived)
+        members = np.flatnonzero(self.archived(state))
         if len(members) == 0:
             return None
+        return Expand(parent_id=tree.ids[self.choose_parent(state, members, rng)])
+
+    def choose_parent(self, state: SearchState, members: np.ndarray, rng: np.random.Generator) -> int:
+        """The index of the archive member (``members``, non-empty) to expand."""
+        raise NotImplementedError
+
+
+class DGMScheduler(StagedScheduler):
+    Config = DGMConfig
+    config: DGMConfig
+
+    def choose_parent(self, state: SearchState, members: np.ndarray, rng: np.random.Generator) -> int:
+        tree = state.tree
         parent = tree.view("parent")
+        archived = self.archived(state)
         children = np.bincount(parent[archived & (parent >= 0)], minlength=len(tree))
         mean = tree.view("own_s")[members] / tree.view("own_n")[members]
         weight = 1.0 / (1.0 + np.exp(-self.config.sharpness * (mean - 0.5))) / (1.0 + children[members])
-        return Expand(parent_id=tree.ids[int(rng.choice(members, p=weight / weight.sum()))])
+        return int(rng.choice(members, p=weight / weight.sum()))

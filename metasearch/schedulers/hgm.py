@@ -107,7 +107,8 @@ class HGMScheduler(BaseScheduler):
         n = state.tree.view("own_n")
         s = state.tree.view("own_s")
         mean = np.divide(s, n, out=np.zeros_like(s), where=n > 0)
-        return np.flatnonzero((n > 0) & (mean > self.config.min_parent_mean))
+        seed = state.tree.view("parent") < 0  # a seed that never scored is still the search's starting point
+        return np.flatnonzero((n > 0) & ((mean > self.config.min_parent_mean) | seed))
 
     def choose_parent(self, state: SearchState, parents: np.ndarray, rng: np.random.Generator) -> int:
         tree = state.tree

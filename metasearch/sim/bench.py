@@ -27,10 +27,13 @@ from typing import Any
 import numpy as np
 
 from metasearch.registry import SCHEDULERS
+from metasearch.sim.calibrate import calibrated_family
 from metasearch.sim.engine import cmp_correlations, simulate
 from metasearch.sim.grouped import deceptive_family, grouped_family
 from metasearch.sim.landscape import default_family, disagreement_family
 from metasearch.sim.realism import Realism
+from metasearch.sim.scale import report as scale_report
+from metasearch.sim.table import print_table
 
 BASELINE = "hgm-paper"
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -43,7 +46,10 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "hgm-paper+novelty": ("hgm-paper", {"novelty": 0.2}),
     "hgm-paper+pareto": ("hgm-paper", {"pareto_parents": True}),
     "mcts": ("mcts", {}),
+    "hgm-paper+final-clade-prior": ("hgm-paper", {"final": "clade_prior"}),
+    "hgm-paper+final-clade-top-k": ("hgm-paper", {"final": "clade_top_k"}),
     "dgm": ("dgm", {}),
+    "gea": ("gea", {}),
     "greedy": ("greedy", {}),
     "random": ("random", {}),
 }
@@ -69,14 +75,13 @@ class Case:
     n_tasks: int
     realism: bool
     wall_time_s: float | None = None  # a wall-time budget (simulated seconds) on top of the evaluations
+    heldout_tasks: int = 0  # tasks the scheduler never sees, for the final agent's held-out quality
 
 
 def family_factory(spec: str, n_tasks: int) -> Any:
     if spec in FAMILIES:
         return FAMILIES[spec]
     if spec.startswith("calibrated:"):
-        from metasearch.sim.calibrate import calibrated_family
-
         return calibrated_family(spec.removeprefix("calibrated:"), n_tasks=n_tasks)
     module, _, attr = spec.partition(":")
     return getattr(importlib.import_module(module), attr)
@@ -96,10 +101,12 @@ def run_case(case: Case) -> dict[str, Any]:
         seed=case.seed,
         realism=realism,
         wall_time_s=case.wall_time_s,
+        heldout_tasks=case.heldout_tasks,
     )
     clade_corr, own_corr, _ = cmp_correlations(result.tree)
     return {
         "final": result.final_quality,
+        "heldout": result.final_heldout,
         "best": result.best_quality,
         "evaluations": result.evaluations,
         "expansions": result.expansions,
@@ -136,11 +143,25 @@ def compare(
     realism: bool = True,
     baseline: str = BASELINE,
     wall_time_s: float | None = None,
+    heldout_tasks: int = 0,
+    first_seed: int = 0,
 ) -> list[dict[str, Any]]:
     cases = [
-        Case(v, name, tuple(sorted(opts.items())), family, s, budget, workers, n_tasks, realism, wall_time_s)
+        Case(
+            v,
+            name,
+            tuple(sorted(opts.items())),
+            family,
+            s,
+            budget,
+            workers,
+            n_tasks,
+            realism,
+            wall_time_s,
+            heldout_tasks,
+        )
         for v, (name, opts) in variants.items()
-        for s in range(seeds)
+        for s in range(first_seed, first_seed + seeds)
     ]
     results = run_cases(cases)
     by: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
@@ -148,9 +169,11 @@ def compare(
         by[case.label].append(r)
     best_any = np.max([[r["best"] for r in by[v]] for v in variants], axis=0)
     base = np.array([r["final"] for r in by[baseline]]) if baseline in by else None
+    base_held = np.array([r["heldout"] for r in by[baseline]]) if baseline in by else None
     out = []
     for v in variants:
         final = np.array([r["final"] for r in by[v]])
+        held = np.array([r["heldout"] for r in by[v]])
         mean, lo, hi = ci95(final)
         clade = np.array([r["clade_corr"] for r in by[v]])
         own = np.array([r["own_corr"] for r in by[v]])
@@ -171,26 +194,16 @@ def compare(
         if base is not None:
             d_mean, d_lo, d_hi = ci95(final - base)
             entry["diff_vs_baseline_mean"], entry["diff_vs_baseline_ci95"] = d_mean, [d_lo, d_hi]
+        if heldout_tasks > 0:
+            h_mean, h_lo, h_hi = ci95(held)
+            g_mean, g_lo, g_hi = ci95(final - held)
+            entry["heldout_mean"], entry["heldout_ci95"] = h_mean, [h_lo, h_hi]
+            entry["gap_mean"], entry["gap_ci95"] = g_mean, [g_lo, g_hi]
+            if base_held is not None:
+                d_mean, d_lo, d_hi = ci95(held - base_held)
+                entry["heldout_diff_mean"], entry["heldout_diff_ci95"] = d_mean, [d_lo, d_hi]
         out.append(entry)
     return out
-
-
-def _fmt(x: Any) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    if isinstance(x, list):
-        return "[" + ", ".join(f"{v:+.3f}" for v in x) + "]"
-    return f"{x:.3f}" if isinstance(x, float) else str(x)
-
-
-def print_table(rows: list[dict[str, Any]], columns: list[str], title: str | None = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(*columns, title=title)
-    for r in rows:
-        table.add_row(*[_fmt(r.get(c)) for c in columns])
-    Console(width=220).print(table)
 
 
 COLUMNS = [
@@ -199,6 +212,11 @@ COLUMNS = [
     "final_quality_ci95",
     "diff_vs_baseline_mean",
     "diff_vs_baseline_ci95",
+    "heldout_mean",
+    "heldout_ci95",
+    "gap_mean",
+    "heldout_diff_mean",
+    "heldout_diff_ci95",
     "best_quality_mean",
     "regret_mean",
     "expansions",
@@ -226,17 +244,27 @@ def run(argv: list[str] | None = None) -> int:
         help="a wall-time budget in simulated seconds as well (the evaluations then rarely bind: raise --budget)",
     )
     parser.add_argument("--seeds", type=int, default=200)
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds run from here (fresh seeds check a choice made on others)",
+    )
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--tasks", type=int, default=60)
+    parser.add_argument(
+        "--heldout-tasks",
+        type=int,
+        default=240,
+        help="tasks the scheduler never sees, for the final agent's held-out quality (0: none)",
+    )
     parser.add_argument("--schedulers", default=",".join(VARIANTS))
     parser.add_argument("--kind", action="store_true", help="the old simulator: no realism effects")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--scale", action="store_true")
     args = parser.parse_args(argv)
     if args.scale:
-        from metasearch.sim.scale import report
-
-        return report(args.json)
+        return scale_report(args.json)
     labels = [v.strip() for v in args.schedulers.split(",") if v.strip()]
     unknown = [v for v in labels if v not in VARIANTS]
     if unknown:
@@ -263,14 +291,18 @@ def run(argv: list[str] | None = None) -> int:
             n_tasks=args.tasks,
             realism=not args.kind,
             wall_time_s=args.wall_time,
+            heldout_tasks=args.heldout_tasks,
+            first_seed=args.first_seed,
         )
         rows += got
         if not args.json:
             print_table(got, COLUMNS, title=f"family {got[0]['family']} (difference to {BASELINE})")
             print(
-                f"{args.seeds} paired seeds, budget {args.budget}"
+                f"{args.seeds} paired seeds"
+                + (f" from {args.first_seed}" if args.first_seed else "")
+                + f", budget {args.budget}"
                 + (f" and {args.wall_time:g} s of wall time" if args.wall_time else "")
-                + f", {args.workers} workers, {args.tasks} tasks, "
+                + f", {args.workers} workers, {args.tasks} tasks ({args.heldout_tasks} held out), "
                 f"realism {'off' if args.kind else 'on'}; {time.monotonic() - started:.0f}s"
             )
     if args.json:

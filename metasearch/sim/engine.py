@@ -8,6 +8,12 @@ quality on t): see ``realism.py`` for task difficulty, durations, infrastructure
 the seed's free evaluation. Time advances to the next finishing job; a freed worker immediately asks for
 the next job. Randomness: ``[seed, 1]`` drives the world (landscape, outcomes, durations), ``[seed, 2]`` the scheduler,
 ``[seed, 3]`` the task set, so paired runs of two schedulers share the landscape and the tasks.
+
+``heldout_tasks`` H adds tasks the scheduler never sees, drawn by the same generative model from their own
+stream ``[seed, 4]`` (so the search is the same with or without them): task difficulty from the realism (a
+landscape with its own task set is resampled), and, where the landscape has ``task_qualities``, the
+latent quality of tasks n..n+H-1 (task k of a grouped landscape stays in group k % groups). Every agent's
+true quality on them is in ``SimResult.heldout``: what the final agent is worth on tasks it was not chosen on.
 """
 
 from __future__ import annotations
@@ -34,10 +40,15 @@ class SimResult:
     failed: int
     decisions: int
     extra: dict[str, Any] = field(default_factory=dict)
+    heldout: dict[str, float] = field(default_factory=dict)  # true quality on the held-out tasks
 
     @property
     def final_quality(self) -> float:
         return self.truth[self.final] if self.final else 0.0
+
+    @property
+    def final_heldout(self) -> float:
+        return self.heldout[self.final] if self.final and self.heldout else 0.0
 
     @property
     def best_quality(self) -> float:
@@ -53,16 +64,27 @@ class _World:
     rng: np.random.Generator
     easiness: np.ndarray
     tasks: tuple[str, ...]
+    heldout_easiness: np.ndarray = field(default_factory=lambda: np.zeros(0))
     states: dict[str, Any] = field(default_factory=dict)
     probs: dict[str, np.ndarray] = field(default_factory=dict)
     truth: dict[str, float] = field(default_factory=dict)
+    heldout: dict[str, float] = field(default_factory=dict)
     speed: dict[str, float] = field(default_factory=dict)
 
     def add(self, agent_id: str, state: Any) -> None:
+        n, held = len(self.tasks), len(self.heldout_easiness)
         per_task = getattr(self.landscape, "task_qualities", None)  # optional: one latent quality per task
-        q = per_task(state, len(self.tasks)) if callable(per_task) else float(self.landscape.quality(state))
-        p = solve_probabilities(q, self.easiness)
+        q_search: float | np.ndarray
+        q_held: float | np.ndarray
+        if callable(per_task):
+            q = np.asarray(per_task(state, n + held))
+            q_search, q_held = q[:n], q[n:]
+        else:
+            q_search = q_held = float(self.landscape.quality(state))
+        p = solve_probabilities(q_search, self.easiness)
         self.states[agent_id], self.probs[agent_id], self.truth[agent_id] = state, p, float(p.mean())
+        if held:
+            self.heldout[agent_id] = float(solve_probabilities(q_held, self.heldout_easiness).mean())
         sigma = self.realism.design_speed_sigma if self.realism.durations else 0.0
         self.speed[agent_id] = float(np.exp(self.rng.normal(0.0, sigma))) if sigma else 1.0
 
@@ -108,6 +130,7 @@ def simulate(
     wall_time_s: float | None = None,
     models: Any = None,
     tokens: float | None = None,
+    heldout_tasks: int = 0,
 ) -> SimResult:
     """One run until ``budget`` evaluations (the seed's free ones excluded) have finished, or, with
     ``wall_time_s``, until no job may start after that much simulated time (jobs in flight finish), or,
@@ -115,11 +138,15 @@ def simulate(
     ``models.py``) writes every child with a model it chooses, at that model's token cost."""
     realism = Realism() if realism is None else realism
     tasks = tuple(f"t{i}" for i in range(n_tasks))
-    easiness = getattr(landscape, "task_easiness", None)
-    if easiness is None:
-        easiness = realism.task_easiness(n_tasks, np.random.default_rng([seed, 3]))
+    own = getattr(landscape, "task_easiness", None)
+    easiness = own if own is not None else realism.task_easiness(n_tasks, np.random.default_rng([seed, 3]))
     world = _World(
-        landscape, realism, np.random.default_rng([seed, 1]), np.asarray(easiness)[:n_tasks], tasks
+        landscape,
+        realism,
+        np.random.default_rng([seed, 1]),
+        np.asarray(easiness)[:n_tasks],
+        tasks,
+        _heldout_easiness(own, realism, heldout_tasks, np.random.default_rng([seed, 4])),
     )
     decide = np.random.default_rng([seed, 2])
     tree = SearchTree()
@@ -219,7 +246,18 @@ def simulate(
         SearchState(tree, tasks, budget_obj, Usage(evaluations, expansions), 0, 0, workers)
     )
     extra = {"tokens": spent, "busy_time": busy, "wall_time": now, "infra_failures": infra}
-    return SimResult(tree, world.truth, final, evaluations, expansions, failed, decisions, extra)
+    return SimResult(
+        tree, world.truth, final, evaluations, expansions, failed, decisions, extra, world.heldout
+    )
+
+
+def _heldout_easiness(own: Any, realism: Realism, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Difficulty offsets of ``n`` held-out tasks: the realism's draw, or a resample of the landscape's own."""
+    if n <= 0:
+        return np.zeros(0)
+    if own is not None:
+        return np.asarray(own)[rng.integers(len(own), size=n)]
+    return realism.task_easiness(n, rng)
 
 
 def _int(value: float | None) -> int | None:

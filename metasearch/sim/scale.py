@@ -6,6 +6,7 @@ the public HGM code does).
 
 from __future__ import annotations
 
+import json
 import time
 import tracemalloc
 from typing import Any
@@ -15,6 +16,7 @@ import numpy as np
 from metasearch.registry import SCHEDULERS
 from metasearch.schedulers.base import SearchState
 from metasearch.schedulers.cmp import SearchTree
+from metasearch.sim.table import print_table
 from metasearch.types import Budget, Usage
 
 
@@ -75,12 +77,8 @@ def _naive_clade_sums(tree: SearchTree) -> list[float]:
 
 
 def report(as_json: bool) -> int:
-    from metasearch.sim.bench import print_table
-
     rows = scale()
     if as_json:
-        import json
-
         print(json.dumps(rows))
         return 0
     for r in rows:

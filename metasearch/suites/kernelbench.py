@@ -83,7 +83,7 @@ class KernelBenchSuite:
         # what its sizes need (estimated before the study starts); problems needing more are left out.
         memory_limit_mb: int | None = Field(None, gt=0)
 
-    def __init__(self, config: Config | None = None, **_: object) -> None:
+    def __init__(self, config: Config | None = None) -> None:
         self.config = config or KernelBenchSuite.Config()
         self.root = _problem_root(self.config.path)
         self.files = _load(self.root, self.config.levels, self.config.ids)

@@ -175,7 +175,7 @@ class PolyglotSuite:
         grade_timeout_s: float = Field(600.0, gt=0)  # C++ compiles Catch2 (a 650 kB header) per run
         solve_timeout_s: float = Field(1200.0, gt=0)
 
-    def __init__(self, config: Config | None = None, **_: object) -> None:
+    def __init__(self, config: Config | None = None) -> None:
         self.config = config or PolyglotSuite.Config()
         cfg = self.config
         if cfg.subset != "all" and cfg.subset not in SUBSETS:

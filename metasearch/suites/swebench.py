@@ -167,7 +167,7 @@ class SWEBenchSuite:
         grade_timeout_s: float = Field(1800.0, gt=0)
         solve_timeout_s: float = Field(3600.0, gt=0)
 
-    def __init__(self, config: Config | None = None, **_: object) -> None:
+    def __init__(self, config: Config | None = None) -> None:
         self.config = config or SWEBenchSuite.Config()
         self.instances = _select(_read(self.config.instances), self.config.subset)
         canonical = json.dumps([self.instances[i] for i in sorted(self.instances)], sort_keys=True)

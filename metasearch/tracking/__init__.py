@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
 
+from metasearch.config import TrackingSection
 from metasearch.study import Callback
-
-if TYPE_CHECKING:
-    from metasearch.launch import Launched
+from metasearch.tracking.mlflow_callback import MlflowMirror
 
 
-def tracking_callbacks(launched: Launched) -> list[Callback]:
-    """Started callbacks that mirror the study to the tracking backends enabled in its config.
+def tracking_callbacks(study_dir: Path, settings: TrackingSection) -> list[Callback]:
+    """Started callbacks that mirror the study in ``study_dir`` to the tracking backends ``settings`` (its
+    config's ``tracking`` section) enable.
 
     Each closes itself on ``StudyFinished`` (after a bounded final flush); callers that stop a study any
     other way close them (``close()``). Nothing is lost either way: the journal is the source of truth and
     the mirror catches up on the next run, ``metasearch ui`` or ``metasearch sync``.
     """
-    settings = launched.resolved.config.tracking.mlflow
-    if not settings.enabled:
+    if not settings.mlflow.enabled:
         return []
-    from metasearch.tracking.mlflow_callback import MlflowMirror
-
-    return [MlflowMirror(launched.archive.root, settings.tracking_uri).start()]
+    return [MlflowMirror(study_dir, settings.mlflow.tracking_uri).start()]

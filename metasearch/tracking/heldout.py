@@ -13,15 +13,24 @@ runner uses, so held-out scores mean what search scores mean.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import ValidationError
-
-from metasearch.errors import ConfigError
+from metasearch.archive import GitArchive
+from metasearch.cluster import ray_jobs
+from metasearch.cluster.ray_executor import run_task, start_ray
+from metasearch.config import build_suite, study_config
+from metasearch.errors import ConfigError, InfrastructureError
+from metasearch.llm.config import endpoint_configured
+from metasearch.llm.service import LLMService
+from metasearch.manifest import load_manifest
+from metasearch.runner import evaluate_in_sandbox
+from metasearch.sandboxes.auto import make_sandbox
 from metasearch.sandboxes.protocol import Limits, Sandbox
+from metasearch.suites.protocol import TaskResult
+from metasearch.tracking import store
 from metasearch.types import new_job_id
 
 log = logging.getLogger(__name__)
@@ -72,29 +81,6 @@ class GateResult:
         return {**asdict(self), "mean": self.mean, "passed": self.passed}
 
 
-def study_config(study_dir: Path) -> Any:
-    """The study's frozen config (``Config``); ConfigError when ``study_dir`` is not a study."""
-    from metasearch.config import load_config_data
-
-    config_path = Path(study_dir) / "config.yaml"
-    if not config_path.is_file():
-        raise ConfigError(f"{study_dir}: not a study directory (no config.yaml)")
-    return load_config_data(yaml.safe_load(config_path.read_text()) or {}).config
-
-
-def build_suite(name: str, cfg: Any | None = None) -> Any:
-    """Suite ``name`` with the options of ``cfg.suite`` when that config uses the same suite, else its
-    defaults. ConfigError names the suite when it is unknown or its options do not validate."""
-    from metasearch.registry import SUITES
-
-    cls = SUITES.resolve(name)
-    options = cfg.suite.options() if cfg is not None and cfg.suite.name == name else {}
-    try:
-        return cls(cls.Config.model_validate(options))
-    except ValidationError as exc:
-        raise ConfigError(f"suite {name!r}: {exc}") from exc
-
-
 def heldout_tasks(suite: Any, seen: set[str], subset: str = "heldout") -> tuple[str, list[Any]]:
     """(subset name, tasks) the gate re-evaluates on: ``subset`` when the suite has it, else ``unseen``:
     the tasks of the suite's configured subset (the study's, when it ran this suite) outside ``seen``, or
@@ -121,12 +107,6 @@ def run_gate(
     """Evaluate ``agent_id`` on every held-out task of ``gate.suite`` (see the module docstring). Raises
     ConfigError when the suite is unknown, has no held-out task, or the agent needs an LLM the study has
     no endpoint for; InfrastructureError when the sandbox or the LLM cannot run."""
-    from metasearch.archive import GitArchive
-    from metasearch.llm.service import LLMService, endpoint_configured
-    from metasearch.manifest import load_manifest
-    from metasearch.runner import evaluate_in_sandbox
-    from metasearch.sandboxes.auto import make_sandbox
-
     study_dir = Path(study_dir)
     cfg = study_config(study_dir)
     suite = build_suite(gate.suite, cfg)
@@ -153,6 +133,8 @@ def run_gate(
                     )
                 agents_llm = cfg.llm.arms()[0][1]  # agents call the first model
                 llm = LLMService(agents_llm, study_dir=study_dir).start()
+                if cfg.llm.trace:
+                    store.trace_to(study_dir)
             box = sandbox or make_sandbox(s, study=f"{archive.study}-promote", untrusted=untrusted)
             try:
                 on_ray = None
@@ -202,14 +184,7 @@ def _on_ray(
 ) -> dict[str, Any]:
     """Re-evaluate on the study's Ray cluster, every task at once (as evaluation tasks, with the study's
     ``executor`` request); per task, a function writing the logs into a log folder and returning the grade."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    import ray
-
-    from metasearch.errors import InfrastructureError
-    from metasearch.sandboxes import ray_jobs
-    from metasearch.sandboxes.ray_executor import run_task, start_ray
-    from metasearch.suites.protocol import TaskResult
+    import ray  # an optional dependency (the ``ray`` extra), only for a study run on Ray
 
     start_ray(cfg.executor)
     remote = ray.remote(ray_jobs.evaluate)

@@ -31,6 +31,7 @@ from typing import Any
 
 from metasearch.archive.journal import utf8_text
 from metasearch.errors import ArchiveError, InfrastructureError
+from metasearch.provenance import RECORD_NAME, headline, read_record
 from metasearch.tracking import store
 from metasearch.tracking.batch import STUDY, Batch, NewRun, flatten, log_params
 from metasearch.tracking.lineage import lineage_html, lineage_svg, nodes_from_tree
@@ -42,8 +43,6 @@ log = logging.getLogger(__name__)
 def provenance_to_run(client: Any, run_id: str, study_dir: Path) -> None:
     """The study's provenance record on its run: params ``provenance.*`` (the record never changes, so a
     repeat is a no-op), headline tags ``metasearch.provenance.*`` and the file as an artifact."""
-    from metasearch.provenance import RECORD_NAME, headline, read_record
-
     record = read_record(study_dir)
     if record is None:
         return

@@ -23,10 +23,10 @@ from filelock import FileLock, Timeout
 from metasearch.errors import InfrastructureError
 from metasearch.events import Event, StudyFinished
 from metasearch.tracking import store
+from metasearch.tracking.mirror import JournalMirror
 
 if TYPE_CHECKING:
     from metasearch.study import Study
-    from metasearch.tracking.mirror import JournalMirror
 
 log = logging.getLogger(__name__)
 
@@ -179,8 +179,6 @@ class MlflowMirror:
                 self._progress.notify_all()
 
     def _mirror(self, flush: bool) -> None:
-        from metasearch.tracking.mirror import JournalMirror
-
         if self.engine is None:
             self.engine = JournalMirror(
                 self.study_dir,
@@ -226,8 +224,6 @@ def sync(study_dir: Path, tracking_uri: str | None = None, *, lock_timeout_s: fl
     Raises InfrastructureError if another process keeps mirroring the study for ``lock_timeout_s`` (it is
     doing this work already) or if the tracking store cannot be reached.
     """
-    from metasearch.tracking.mirror import JournalMirror
-
     study_dir = Path(study_dir).resolve()
     engine = JournalMirror(study_dir, tracking_uri)
     lock = FileLock(study_dir / store.LOCK_FILE)

@@ -27,13 +27,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from metasearch.archive import GitArchive
 from metasearch.archive.journal import utf8_text
 from metasearch.drift import baseline_record
 from metasearch.errors import ArchiveError, ConfigError, InfrastructureError, MetasearchError
 from metasearch.export import REQUIREMENTS, agent_requirements
+from metasearch.manifest import load_manifest
 from metasearch.provenance import RECORD_NAME, conditions_hash, flatten, to_json
+from metasearch.registry import SUITES
+from metasearch.schedulers.final import agent_stats
 from metasearch.tracking import store
 from metasearch.tracking.heldout import Gate, GateResult, run_gate
+from metasearch.tracking.mlflow_callback import MirrorBusy, sync
+from metasearch.tracking.replay import JournalReplay, config_data
 from metasearch.types import Evaluation
 
 log = logging.getLogger(__name__)
@@ -80,10 +86,6 @@ def _promote(
     alias: str,
     timeout_s: float,
 ) -> dict[str, Any]:
-    from metasearch.archive import GitArchive
-    from metasearch.manifest import load_manifest
-    from metasearch.tracking.replay import JournalReplay, config_data
-
     study_dir = Path(study_dir).resolve()
     if not _NAME.match(name):
         raise ConfigError(
@@ -203,8 +205,6 @@ def gate_tags(result: GateResult) -> dict[str, str]:
 
 def _agent_run(study_dir: Path, uri: str, agent_id: str, study: str, wait_s: float = 120.0) -> str:
     """The agent's MLflow run, mirroring the journal first (or waiting for the study's own mirror)."""
-    from metasearch.tracking.mlflow_callback import MirrorBusy, sync
-
     try:
         sync(study_dir, uri, lock_timeout_s=5.0)
     except MirrorBusy:
@@ -241,9 +241,6 @@ def _named(flags: Mapping[str, Sequence[str]]) -> str:
 
 
 def _model_config(study_dir: Path, agent_id: str, study: str, timeout_s: float) -> dict[str, Any]:
-    from metasearch.registry import SUITES
-    from metasearch.tracking.replay import config_data
-
     suite = (config_data(study_dir).get("suite") or {}).get("name")
     try:
         artifact_path = str(getattr(SUITES.resolve(suite), "artifact_path", "")) if suite else ""
@@ -335,8 +332,6 @@ def _ensure_registered_model(client: Any, name: str, study: str) -> None:
 
 
 def _scores(replay: Any, agent_id: str) -> dict[str, Any]:
-    from metasearch.schedulers.final import agent_stats
-
     stats = agent_stats(replay.tree, agent_id)
     clade_s, clade_n = replay.tree.clade(agent_id)
     return {

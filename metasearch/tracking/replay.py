@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from metasearch.archive.journal import utf8_text
+from metasearch.config import load_config_data
 from metasearch.llm.tally import ModelLedger
+from metasearch.schedulers.base import SearchState
 from metasearch.schedulers.cmp import SearchTree
 from metasearch.schedulers.final import agent_stats, select_final
 from metasearch.tracking import store
 from metasearch.tracking.batch import STUDY, Batch, NewRun, flatten, scalar_items
-from metasearch.types import Agent
+from metasearch.types import Agent, Usage
 
 log = logging.getLogger(__name__)
 
@@ -380,10 +382,6 @@ def _configured_model(study_dir: Path) -> str | None:
 def _final_selector(study_dir: Path) -> Callable[[SearchTree, JournalReplay], str | None]:
     """The study's own final selection (its scheduler's ``select_final``), or the HGM default."""
     try:
-        from metasearch.config import load_config_data
-        from metasearch.schedulers.base import SearchState
-        from metasearch.types import Usage
-
         resolved = load_config_data(config_data(study_dir))
         scheduler = resolved.plugins["scheduler"].create()
         budget = resolved.config.budget.to_budget()

@@ -83,6 +83,17 @@ def is_local_store(tracking_uri: str) -> bool:
     return tracking_uri.startswith("sqlite:") or "://" not in tracking_uri
 
 
+def trace_to(study_dir: Path, tracking_uri: str | None = None) -> None:
+    """Point MLflow tracing (process-wide) at the study's store and experiment: where the LLM client's
+    spans go when ``llm.trace`` is set. ``tracking_uri``: ``tracking.mlflow.tracking_uri``."""
+    import mlflow
+
+    uri = study_tracking_uri(study_dir, tracking_uri)
+    experiment = experiment_for(make_client(uri), Path(study_dir), Path(study_dir).name, uri)
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment(experiment_id=experiment)
+
+
 def make_client(tracking_uri: str) -> MlflowClient:
     from mlflow import MlflowClient
 

@@ -25,6 +25,7 @@ from urllib.parse import urlencode
 
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.tracking import store
+from metasearch.tracking.mlflow_callback import MirrorBusy, sync
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,6 @@ def ui_server(
     startup_timeout_s: float = 120.0,
 ) -> Iterator[UIServer]:
     """A running MLflow server on the study's store; stopped (process group) on exit."""
-    from metasearch.tracking.mlflow_callback import MirrorBusy, sync
-
     study_dir = Path(study_dir).resolve()
     if not (study_dir / "journal.jsonl").is_file():
         raise ConfigError(f"{study_dir}: not a study directory (no journal.jsonl)")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,34 @@ def test_llm_proposers_without_an_endpoint_fail_before_anything_is_created(tmp_p
         result = _run("run", str(config), "-o", override, "--archive-dir", str(tmp_path / "a"))
         assert result.returncode == 2 and needle in result.stderr, result.stderr
     assert not (tmp_path / "a").exists()
+
+
+def test_bench_names_the_benchmarks_it_has(tmp_path: Path) -> None:
+    result = _run("bench", "nosuch", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "unknown benchmark 'nosuch'" in result.stderr and "schedulers" in result.stderr
+    assert "archive" in result.stderr  # a script of this checkout's bench/
+
+
+def test_an_installed_package_runs_the_scheduler_bench_and_names_the_checkout_for_the_others(
+    tmp_path: Path,
+) -> None:
+    """The package alone, as a wheel installs it (no bench/ folder, no pyproject.toml beside it)."""
+    site = tmp_path / "site"
+    shutil.copytree(
+        Path(__file__).resolve().parents[2] / "metasearch",
+        site / "metasearch",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(site)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [*CLI, "bench", *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+
+    found = run("schedulers", "--seeds", "2", "--budget", "10", "--schedulers", "random", "--json")
+    assert found.returncode == 0, found.stderr
+    assert '"scheduler": "random"' in found.stdout
+    missing = run("archive")
+    assert missing.returncode == 2
+    assert "only schedulers" in missing.stderr and "source checkout" in missing.stderr

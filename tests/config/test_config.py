@@ -36,7 +36,7 @@ def test_overrides_parse_yaml_scalars() -> None:
         (
             {"scheduler": {"name": "hgmm"}},
             [],
-            "scheduler.name: unknown scheduler 'hgmm'; allowed: dgm, greedy, hgm",
+            "scheduler.name: unknown scheduler 'hgmm'; allowed: dgm, gea, greedy, hgm",
         ),
         ({"scheduler": {"name": "hgm", "alpah": 0.5}}, [], "scheduler.alpah"),
         ({"scheduler": {"name": "hgm", "alpha": 7}}, [], "scheduler.alpha"),

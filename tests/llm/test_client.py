@@ -99,13 +99,14 @@ def test_calls_from_many_threads_reach_the_server_at_once() -> None:
 def test_calls_are_traced_in_the_study_experiment_when_asked(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import mlflow
 
-    from metasearch.config import LLMSection
+    from metasearch.llm.config import LLMSection
     from metasearch.llm.service import LLMService
     from metasearch.tracking import store
 
     with ScriptedLLM(["traced reply"]) as llm:
         section = LLMSection(base_url=llm.base_url, api_key_env=None, trace=True)
         service = LLMService(section, study_dir=tmp_path / "study").start()
+        store.trace_to(tmp_path / "study")  # what launch does when llm.trace is set
         try:
             service.client.chat(MESSAGES, job_id="job-7")
         finally:

@@ -230,3 +230,18 @@ def test_the_flagship_configs_job_cap_stops_a_job_at_the_gateway(tmp_path: Path)
             assert [r["max_tokens"] for r in llm.requests[2:]] == [3]
         finally:
             service.close()
+
+
+def test_a_call_without_a_cap_is_never_sent_more_than_the_served_context() -> None:
+    """A job's budget is far larger than the model's context: a call that names no ``max_tokens`` is sent
+    without one (the server bounds it by its context) while the room left covers a full context, and with
+    the room left as its cap once less remains. It was sent the whole budget (400,000) and vLLM refused it."""
+    with ScriptedLLM(["one two three four five"] * 2) as llm:
+        meter = TokenMeter(job_limit=400_000)
+        with Gateway(llm.base_url, job_id="j", meter=meter, context_tokens=4096) as gw:
+            assert call(str(gw.socket_path), chat_body("hi"))[0] == 200
+            assert "max_tokens" not in llm.requests[-1]
+        meter = TokenMeter(job_limit=1_000)
+        with Gateway(llm.base_url, job_id="k", meter=meter, context_tokens=4096) as gw:
+            assert call(str(gw.socket_path), chat_body("hi"))[0] == 200
+            assert 0 < llm.requests[-1]["max_tokens"] < 1_000

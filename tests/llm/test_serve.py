@@ -1,6 +1,6 @@
 """VLLMServer's process management (start, readiness, log, failure with the log's tail, stop) with a
 stand-in ``vllm`` package on the interpreter's path: it serves the scripted OpenAI-compatible server under
-vLLM's module name and arguments. The real vLLM runs in ``test_vllm_cpu.py`` (slow)."""
+vLLM's module name and arguments. The real vLLM runs in ``test_real_model_study.py`` (slow)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from metasearch.config import LLMSection, ServeSection
 from metasearch.errors import InfrastructureError
+from metasearch.llm.config import LLMSection, ServeSection
 from metasearch.llm.serve import VLLMServer, vllm_command
 from metasearch.llm.service import LLMService
 

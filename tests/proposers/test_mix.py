@@ -11,6 +11,7 @@ from test_llm_proposer import GOOD, write_seed
 
 from metasearch import launch
 from metasearch.config import load_config
+from metasearch.llm.config import LLMSection
 from metasearch.llm.scripted import ScriptedLLM
 from metasearch.proposers.mix import MixProposer
 
@@ -26,7 +27,9 @@ high = 1.0
 
 def test_the_pick_is_deterministic_and_follows_the_weights(tmp_path: Path) -> None:
     config = MixProposer.Config(weights={"llm": 0.8, "knobs": 0.2})
-    mix = MixProposer(config, study_dir=tmp_path, llm=None, model=object())
+    mix = MixProposer(
+        config, study_dir=tmp_path, llm=LLMSection(base_url="http://127.0.0.1:9", api_key_env=None)
+    )
     picks = [mix.choose(f"job-{i}") for i in range(4000)]
     assert picks == [mix.choose(f"job-{i}") for i in range(4000)]  # a resumed study picks the same
     assert 0.77 < picks.count("llm") / len(picks) < 0.83

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from metasearch.config import SandboxSection
 from metasearch.errors import ConfigError
 from metasearch.sandboxes.auto import make_sandbox
+from metasearch.sandboxes.config import SandboxSection
 from metasearch.sandboxes.local import LocalSandbox
 
 

@@ -25,9 +25,10 @@ import yaml
 
 from metasearch import launch
 from metasearch.archive import GitArchive
-from metasearch.config import LLMSection, load_config, load_config_data
+from metasearch.config import load_config, load_config_data
 from metasearch.errors import ArchiveError, ConfigError
 from metasearch.events import Expanded, ExpansionRejected, InfraFailure
+from metasearch.llm.config import LLMSection
 from metasearch.llm.scripted import ScriptedLLM
 from metasearch.llm.service import LLMService
 from metasearch.manifest import parse_manifest

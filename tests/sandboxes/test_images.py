@@ -47,9 +47,9 @@ def test_the_polyglot_recipe_serves_crates_offline_and_warms_go() -> None:
 
 @pytest.mark.docker
 def test_a_missing_polyglot_image_names_its_build_command(docker_sandbox_factory: object) -> None:
-    from metasearch.config import SandboxSection
     from metasearch.errors import InfrastructureError
     from metasearch.sandboxes.auto import make_sandbox
+    from metasearch.sandboxes.config import SandboxSection
 
     stale = SandboxSection(name="docker", image="metasearch-polyglot:000000000000")
     with pytest.raises(

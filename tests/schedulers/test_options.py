@@ -38,6 +38,10 @@ OPTIONS: list[tuple[str, str, Any]] = [
     ("dgm", "promote_at", 0.1),
     ("dgm", "sharpness", 1.0),
     ("dgm", "archive", "all"),
+    ("gea", "group_size", 1),
+    ("gea", "neighbours", 1),
+    ("gea", "stage1", 4),
+    ("gea", "promote_at", 0.1),
     ("greedy", "alpha", 0.4),
     ("random", "alpha", 0.4),
 ]

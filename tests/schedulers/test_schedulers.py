@@ -97,6 +97,22 @@ def test_hgm_back_pressure_when_nothing_is_possible() -> None:
     assert make("hgm", initial_expansions=0).next_job(state(tree, 20), np.random.default_rng(0)) is None
 
 
+@pytest.mark.parametrize("name", ["hgm", "hgm-paper"])
+def test_a_seed_that_scored_nothing_is_still_expanded(name: str) -> None:
+    """A weak model's seed often scores 0 on every task (a real SmolLM2 kernels study did): the study goes
+    on expanding it instead of stopping with expansions left. A child that scored nothing is no parent."""
+    tree = SearchTree()
+    tree.add_agent("s", None)
+    tree.add_agent("c", "s")
+    for a in ("s", "c"):
+        for t in TASKS:
+            tree.reserve(a, t)
+            tree.add_result(a, t, 0.0)
+    rng = np.random.default_rng(0)
+    jobs = [make(name, initial_expansions=0).next_job(state(tree, 40, 1), rng) for _ in range(20)]
+    assert all(isinstance(j, Expand) and j.parent_id == "s" for j in jobs), jobs
+
+
 def test_hgm_parents_follow_clade_not_own_score() -> None:
     tree = SearchTree()
     tree.add_agent("s", None)

@@ -7,8 +7,10 @@ import pytest
 
 from metasearch.registry import SCHEDULERS
 from metasearch.sim import default_family, simulate
-from metasearch.sim.bench import run
+from metasearch.sim.bench import Case, compare, run, run_case
 from metasearch.sim.engine import cmp_correlations
+from metasearch.sim.grouped import grouped_family
+from metasearch.sim.realism import Realism
 
 
 @pytest.mark.parametrize("name", SCHEDULERS.names())
@@ -135,3 +137,90 @@ def test_grouped_families_give_designs_a_quality_per_task_group(family: str) -> 
     cls = SCHEDULERS.resolve("hgm")
     result = simulate(landscape, cls(cls.Config()), budget=60, workers=4, n_tasks=12, seed=5)
     assert result.evaluations == 60 and 0 < result.final_quality <= 1
+
+
+def test_heldout_tasks_leave_the_search_unchanged() -> None:
+    """Held-out tasks come from their own random stream: the search, its truth and its final pick are
+    those of a run without them; every agent gets a held-out quality."""
+    cls = SCHEDULERS.resolve("hgm-paper")
+    runs = [
+        simulate(
+            factory(np.random.default_rng([4, 0])),
+            cls(cls.Config()),
+            budget=120,
+            workers=4,
+            n_tasks=12,
+            seed=4,
+            heldout_tasks=held,
+        )
+        for factory in (default_family, grouped_family)
+        for held in (0, 48)
+    ]
+    for plain, held in (runs[:2], runs[2:]):
+        assert plain.truth == held.truth and plain.final == held.final
+        assert list(plain.tree.view("parent")) == list(held.tree.view("parent"))
+        assert plain.heldout == {} and set(held.heldout) == set(held.truth)
+        assert all(0 < v < 1 for v in held.heldout.values())
+        assert held.final_heldout == held.heldout[held.final]
+
+
+def test_heldout_tasks_follow_the_landscape_per_task() -> None:
+    """Without task difficulty a scalar-quality design is worth the same on held-out tasks; a landscape
+    with per-task qualities gives held-out task j the quality of task n + j."""
+    cls = SCHEDULERS.resolve("hgm-paper")
+    plain = simulate(
+        default_family(np.random.default_rng(2)),
+        cls(cls.Config()),
+        budget=60,
+        workers=2,
+        n_tasks=10,
+        seed=2,
+        realism=Realism.off(),
+        heldout_tasks=20,
+    )
+    assert plain.heldout == pytest.approx(plain.truth)
+    alternating = simulate(
+        Alternating(),
+        cls(cls.Config()),
+        budget=30,
+        workers=2,
+        n_tasks=10,
+        seed=2,
+        realism=Realism.off(),
+        heldout_tasks=3,
+    )
+    assert alternating.truth["a0"] == pytest.approx(0.4)  # tasks 0..9: five at 0.2, five at 0.6
+    assert alternating.heldout["a0"] == pytest.approx((0.2 + 0.6 + 0.2) / 3)  # tasks 10, 11, 12
+
+
+class Alternating:
+    """Every design solves even tasks with probability 0.2 and odd ones with 0.6."""
+
+    def root(self, rng: np.random.Generator) -> int:
+        return 0
+
+    def child(self, state: int, rng: np.random.Generator) -> int:
+        return state + 1
+
+    def quality(self, state: int) -> float:
+        return 0.4
+
+    def task_qualities(self, state: int, n_tasks: int) -> np.ndarray:
+        return np.where(np.arange(n_tasks) % 2 == 0, 0.2, 0.6)
+
+
+def test_bench_reports_heldout_quality(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--seeds", "3", "--budget", "60", "--workers", "2", "--tasks", "10", "--heldout-tasks", "20"]
+    assert run([*argv, "--schedulers", "hgm-paper,greedy", "--families", "grouped", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    for key in ("heldout_mean", "heldout_ci95", "gap_mean", "gap_ci95", "heldout_diff_mean"):
+        assert key in rows[1]
+    assert rows[1]["gap_mean"] == pytest.approx(rows[1]["final_quality_mean"] - rows[1]["heldout_mean"])
+    assert rows[0]["heldout_diff_mean"] == 0.0
+
+
+def test_first_seed_runs_fresh_seeds() -> None:
+    variants = {"hgm-paper": ("hgm-paper", {})}
+    [row] = compare(variants, family="default", seeds=1, budget=40, workers=2, n_tasks=8, first_seed=3)
+    case = Case("hgm-paper", "hgm-paper", (), "default", 3, 40, 2, 8, True)
+    assert row["final_quality_mean"] == run_case(case)["final"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -192,6 +193,37 @@ def test_drain_stops_dispatching_and_finishes_in_flight(tmp_path: Path) -> None:
     reason = study.run(execute, workers=2, stop=stop)
     assert reason == "interrupted"
     assert not archive.index.open_jobs
+    archive.close()
+
+
+def test_abort_ends_running_jobs_and_returns_at_once(tmp_path: Path) -> None:
+    """A second Ctrl-C: the running jobs are abandoned (back in the queue, nothing recorded for them) and
+    the job function is asked to end what they run; the study returns without waiting for them. It used
+    to wait for each job to end, minutes for an agent waiting on a slow model."""
+    archive = _archive(tmp_path)
+    study = _study(archive, budget=1000)
+    stop = StopSignal()
+    started, ended = threading.Barrier(3, timeout=30), threading.Event()
+
+    class Stuck:
+        def __call__(self, job: Job) -> Outcome:
+            started.wait()
+            ended.wait(timeout=600)  # what a sandbox does until its run is ended
+            return InfraFailure("ended by abort")
+
+        def abort(self) -> None:
+            ended.set()
+
+    def interrupt() -> None:
+        started.wait()
+        stop.drain.set()
+        stop.abort.set()
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    began = time.monotonic()
+    assert study.run(Stuck(), workers=2, stop=stop) == "interrupted"
+    assert time.monotonic() - began < 30 and ended.is_set()
+    assert not archive.index.open_jobs and not archive.index.evaluations
     archive.close()
 
 

@@ -49,12 +49,26 @@ def grade(suite: KernelsSuite, task: str, source: str, tmp_path: Path, sandbox=N
     return suite.grade(f"kernels/{task}", artifact, sandbox or LocalSandbox())
 
 
-def assert_no_gain(result: TaskResult, honest: Callable[[], TaskResult]) -> None:
-    """The attack scored no higher than the honest solution, and, unless it was rejected outright, claimed
-    no larger speedup (timing noise between two gradings stays well inside 1.6x; the attacks aim higher).
-    A machine busy at the wrong moment can still halve one honest grading, so when the attack looks ahead
-    of the first, the honest solution is graded once more and the better of the two counts."""
-    gradings = [honest()]
+_HONEST: dict[tuple[str, str, int, str], TaskResult] = {}
+
+
+def honest_grading(suite: KernelsSuite, task: str, tmp_path: Path, sandbox=None) -> TaskResult:  # type: ignore[no-untyped-def]
+    """The honest solution's grading of ``task``, graded once per sandbox and suite settings in this process
+    and shared by every attack measured against it (``assert_no_gain`` grades it afresh when one looks ahead)."""
+    key = (sandbox.name if sandbox else "local", task, suite.config.reps, suite.config.device)
+    if key not in _HONEST:
+        _HONEST[key] = grade(suite, task, oracle(task), tmp_path, sandbox)
+    return _HONEST[key]
+
+
+def assert_no_gain(
+    result: TaskResult, honest: Callable[[], TaskResult], first: TaskResult | None = None
+) -> None:
+    """The attack scored no higher than the honest solution (``first``, else graded now), and, unless it was
+    rejected outright, claimed no larger speedup (timing noise between two gradings stays well inside 1.6x;
+    the attacks aim higher). A machine busy at the wrong moment can still halve one honest grading, so when
+    the attack looks ahead of the first, the honest solution is graded once more and the better counts."""
+    gradings = [first if first is not None else honest()]
     if not _no_gain(result, gradings[0]):
         gradings.append(honest())
     best = TaskResult(
@@ -157,7 +171,7 @@ def test_every_task_grades_on_cuda(task: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("task", CPU_TASKS)
 def test_oracle_wrong_and_cheat(task: str, tmp_path: Path) -> None:
     suite = KernelsSuite(KernelsSuite.Config(reps=9))
-    good = grade(suite, task, oracle(task), tmp_path)
+    good = honest_grading(suite, task, tmp_path)
     assert good.error is None and good.metrics["correct"] == 1.0 and good.flags == (), good
     if task_specs()[task].get("control"):
         assert good.metrics["fast_1"] == 0.0 and good.score == pytest.approx(0.1), good  # not faster
@@ -180,7 +194,8 @@ def test_attacks_on_the_grader_are_caught(name: str, tmp_path: Path, record_prop
     result = grade(suite, task, source, tmp_path)
     record_property("outcome", outcome(result))
     if caught_by == "no gain":
-        assert_no_gain(result, lambda: grade(suite, task, oracle(task), tmp_path))
+        honest = honest_grading(suite, task, tmp_path)
+        assert_no_gain(result, lambda: grade(suite, task, oracle(task), tmp_path), honest)
         return
     assert result.score == 0.0, result
     assert caught_by in result.flags or caught_by in (result.error or ""), result
@@ -200,7 +215,8 @@ def test_attacks_on_the_grader_are_caught_on_cuda(name: str, tmp_path: Path, rec
     record_property("outcome", outcome(result))
     print(f"{name}: {outcome(result)} {result.metrics}")
     if caught_by == "no gain":
-        assert_no_gain(result, lambda: grade(suite, task, oracle(task), tmp_path))
+        honest = honest_grading(suite, task, tmp_path)
+        assert_no_gain(result, lambda: grade(suite, task, oracle(task), tmp_path), honest)
         return
     assert result.score == 0.0, result
     assert caught_by in result.flags or caught_by in (result.error or ""), result
@@ -433,7 +449,8 @@ def test_attacks_in_docker(name: str, docker_sandbox_factory, tmp_path: Path, re
     result = grade(suite, task, source, tmp_path, sandbox)
     record_property("outcome", outcome(result))
     if caught_by == "no gain":
-        assert_no_gain(result, lambda: grade(suite, task, oracle(task), tmp_path, sandbox))
+        honest = honest_grading(suite, task, tmp_path, sandbox)
+        assert_no_gain(result, lambda: grade(suite, task, oracle(task), tmp_path, sandbox), honest)
     else:
         assert result.score == 0.0 and (caught_by in result.flags or caught_by in (result.error or "")), (
             result

@@ -509,7 +509,31 @@ def polyglot_baseline(polyglot_suite: PolyglotSuite, tmp_path_factory: pytest.Te
     return baseline
 
 
-@pytest.mark.parametrize("attack", PLAIN + HIDDEN, ids=lambda a: f"{a.name} ({a.code[:6]})")
+# The attacks run in Docker too, in both suites (``test_attacks_gain_nothing_in_docker``).
+DOCKER_CASES = [
+    PLAIN[0],
+    PLAIN[9],
+    HIDDEN[0],
+    HIDDEN[2],
+    HIDDEN[3],
+    HIDDEN[5],
+    HIDDEN[6],
+    HIDDEN[7],
+    HIDDEN[8],
+    HIDDEN[9],
+    HIDDEN[10],
+    HIDDEN[11],
+    HIDDEN[12],
+    *HIDDEN[-7:],
+]
+# Every attack's verdict is decided by the same harness in both suites; polyglot (the cheaper grading) meets
+# the whole table in the local sandbox. Code-edit meets each hidden attack once: in the local sandbox those
+# the Docker table leaves out, plus an early exit and a forged record as the local sandbox's own wiring; the
+# rest in Docker. The scan's attacks (PLAIN, refused before anything runs) meet both suites locally.
+CODE_EDIT_LOCAL = PLAIN + [a for n, a in enumerate(HIDDEN) if a not in DOCKER_CASES or n in (0, 5)]
+
+
+@pytest.mark.parametrize("attack", CODE_EDIT_LOCAL, ids=lambda a: f"{a.name} ({a.code[:6]})")
 def test_code_edit_attacks_gain_nothing(
     tmp_path: Path, attack: Attack, code_edit_baseline: TaskResult, record_property: Any
 ) -> None:
@@ -1402,24 +1426,6 @@ def test_a_symbol_put_in_the_frameworks_place_is_found_before_the_tests_run(
 
 
 # ------------------------------------------------------------------ the same in Docker
-
-
-DOCKER_CASES = [
-    PLAIN[0],
-    PLAIN[9],
-    HIDDEN[0],
-    HIDDEN[2],
-    HIDDEN[3],
-    HIDDEN[5],
-    HIDDEN[6],
-    HIDDEN[7],
-    HIDDEN[8],
-    HIDDEN[9],
-    HIDDEN[10],
-    HIDDEN[11],
-    HIDDEN[12],
-    *HIDDEN[-7:],
-]
 
 
 @pytest.mark.docker

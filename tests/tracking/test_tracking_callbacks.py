@@ -1,4 +1,4 @@
-"""`tracking_callbacks(launched)`, the hook the CLI calls, on the real pipeline (quickstart, local sandbox)."""
+"""`tracking_callbacks(study_dir, settings)`, the hook the CLI calls, on the real pipeline (quickstart, local sandbox)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_disabled_tracking_adds_no_callback(tmp_path: Path) -> None:
     resolved = load_config(QUICKSTART, [*SMALL, "tracking.mlflow.enabled=false"])
     launched = launch.create(resolved, tmp_path / "off")
     try:
-        assert tracking_callbacks(launched) == []
+        assert tracking_callbacks(launched.archive.root, launched.resolved.config.tracking) == []
     finally:
         launched.close()
 
@@ -33,7 +33,7 @@ def test_disabled_tracking_adds_no_callback(tmp_path: Path) -> None:
 def test_a_real_study_is_mirrored_through_the_cli_hook(tmp_path: Path) -> None:
     launched = launch.create(load_config(QUICKSTART, SMALL), tmp_path / "quick")
     try:
-        [mirror] = tracking_callbacks(launched)
+        [mirror] = tracking_callbacks(launched.archive.root, launched.resolved.config.tracking)
         assert isinstance(mirror, MlflowMirror)
         launched.study.callbacks.append(mirror)
         launched.study.run(launched.runner, workers=2)

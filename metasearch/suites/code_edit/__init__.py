@@ -67,7 +67,7 @@ class CodeEditSuite:
         grade_timeout_s: float = Field(60.0, gt=0)
         solve_timeout_s: float = Field(600.0, gt=0)
 
-    def __init__(self, config: Config | None = None, **_: object) -> None:
+    def __init__(self, config: Config | None = None) -> None:
         self.config = config or CodeEditSuite.Config()
         _check_subset(self.config.subset, "suite.subset")
 

@@ -83,7 +83,7 @@ class KernelsSuite:
         device: Literal["task", "cuda"] = "task"
         """``task``: each task on the device its task.toml names; ``cuda``: every task on the GPU."""
 
-    def __init__(self, config: Config | None = None, **_: object) -> None:
+    def __init__(self, config: Config | None = None) -> None:
         self.config = config or KernelsSuite.Config()
         subsets = {s for spec in task_specs().values() for s in spec["subsets"]} | {"all"}
         if self.config.subset not in subsets:

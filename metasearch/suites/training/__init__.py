@@ -59,7 +59,7 @@ class TrainingSuite:
 
     SECRET_OPTIONS = ("data_key",)  # drawn per study when unset (see launch.create)
 
-    def __init__(self, config: Config | None = None, **_: object) -> None:
+    def __init__(self, config: Config | None = None) -> None:
         self.config = config or TrainingSuite.Config()
         _check_subset(self.config.subset, "suite.subset")
 

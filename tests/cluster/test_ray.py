@@ -56,7 +56,7 @@ def test_evaluations_run_as_ray_tasks_and_results_reach_the_head(tmp_path: Path)
     assert kinds == {"evaluate", "expand", "smoke"}  # every job kind went through Ray
     import ray
 
-    from metasearch.sandboxes.ray_executor import stop_ray
+    from metasearch.cluster.ray_executor import stop_ray
     from metasearch.tracking.heldout import Gate, run_gate
 
     try:  # the promotion gate's held-out re-evaluations run on the study's Ray too

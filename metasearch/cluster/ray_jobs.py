@@ -18,11 +18,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from metasearch.config import SandboxSection
 from metasearch.errors import ConfigError, InfrastructureError, SandboxViolation
 from metasearch.llm.usage import BudgetExhausted
+from metasearch.manifest import parse_manifest
 from metasearch.proposers.base import ProposalContext, ProposalFailed
+from metasearch.proposers.gate import GateConfig, smoke_check
+from metasearch.registry import PROPOSERS, SUITES
 from metasearch.runner import evaluate_in_sandbox
+from metasearch.sandboxes.auto import make_sandbox
+from metasearch.sandboxes.config import SandboxSection
 from metasearch.sandboxes.protocol import Limits, Sandbox
 from metasearch.suites.protocol import Suite, Task, TaskResult, grader_files
 from metasearch.types import Agent
@@ -61,10 +65,7 @@ def unpack(data: bytes, dest: Path) -> None:
 
 
 def _suite(name: str, options: dict[str, Any]) -> Suite:
-    from metasearch.registry import SUITES
-
-    cls = SUITES.resolve(name)
-    suite: Suite = cls(cls.Config.model_validate(options))
+    suite: Suite = SUITES.create(name, options)
     return suite
 
 
@@ -72,8 +73,6 @@ def _sandbox(options: dict[str, Any], study: str, study_id: str) -> Sandbox:
     """The job's sandbox on this node. A task Ray gave GPUs (``num_gpus``) hands exactly those to Docker
     (device requests for those ids), so two tasks on one node never share a GPU Ray kept apart."""
     import ray
-
-    from metasearch.sandboxes.auto import make_sandbox
 
     granted = [str(int(i)) for i in ray.get_gpu_ids()] if ray.is_initialized() else []
     if granted and options.get("gpus", "none") != "none":
@@ -141,13 +140,13 @@ def propose(
     ``shipped`` is the head's ProposalContext without its sandbox and callables; the proposer keeps its
     state on the head (``host``: the Optuna study, the token ledger), never here."""
     report_start(report)
-    from metasearch.registry import PROPOSERS
 
     suite = _suite(suite_name, suite_options)
     sandbox = _sandbox(sandbox_options, study, study_id)
-    cls = PROPOSERS.resolve(proposer_name)
     study_dir = Path(shipped.pop("study_dir"))
-    proposer = cls(cls.Config.model_validate(proposer_options), study_dir=study_dir, llm=llm, knobs_host=host)
+    proposer = PROPOSERS.create(
+        proposer_name, proposer_options, study_dir=study_dir, llm=llm, knobs_host=host
+    )
     out: dict[str, Any] = {"rejected": None, "infra": None, "workspace": None, "proposal": None, **where()}
     with tempfile.TemporaryDirectory(prefix="ms-ray-") as tmp:
         workspace, log_dir = Path(tmp) / "agent", Path(tmp) / "logs"
@@ -192,8 +191,6 @@ def smoke(
 ) -> dict[str, Any]:
     """The admission gate's smoke run of a proposed child on this node: (admitted, reason)."""
     report_start(report)
-    from metasearch.manifest import parse_manifest
-    from metasearch.proposers.gate import GateConfig, smoke_check
 
     sandbox = _sandbox(sandbox_options, study, study_id)
     with tempfile.TemporaryDirectory(prefix="ms-ray-") as tmp:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from metasearch.sandboxes.ray_nodes import NodeLog, node_lines, node_summary
+from metasearch.cluster.ray_nodes import NodeLog, node_lines, node_summary
 
 
 def test_per_node_counts_and_utilisation(tmp_path: Path) -> None:

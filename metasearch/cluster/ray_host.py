@@ -6,7 +6,7 @@ and ``llm.max_tokens_per_job`` hold however many jobs run at once) and the knobs
 (its journal file stays in the study directory on the head; workers ask the actor for the next values).
 The driver takes each job's usage from it when the job ends and journals it: the archive keeps a single
 writer. ``LedgerMeter`` is the meter a worker's gateway and LLM client use: the ``TokenMeter`` methods
-they call, forwarded to the actor.
+they call, forwarded to the actor (it lives in ``llm.ledger``, beside the meter it stands in for).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from metasearch.cluster.ray_nodes import NodeLog
+from metasearch.llm.ledger import HOST_TIMEOUT_S
 from metasearch.llm.usage import BudgetExhausted, Hold, Prices, Tally, TokenMeter
 from metasearch.types import Agent
-
-HOST_TIMEOUT_S = 120.0
 
 
 class StudyHost:
@@ -46,8 +46,6 @@ class StudyHost:
     def started(self, job_id: str, kind: str, node_id: str) -> None:
         """A task reports in from its node: journaled for ``metasearch status`` (see ``ray_nodes``)."""
         import ray
-
-        from metasearch.sandboxes.ray_nodes import NodeLog
 
         if node_id not in self._node_cpus:
             self._node_cpus = {
@@ -101,7 +99,7 @@ class StudyHost:
     def suggest_knobs(
         self, parent: Agent, params: dict[str, Any], current: dict[str, Any], context: Any
     ) -> tuple[dict[str, Any], int]:
-        from metasearch.proposers.knobs import KnobsProposer
+        from metasearch.proposers.knobs import KnobsProposer  # imports Optuna: only for a study using knobs
 
         if self._knobs is None:
             if self.knobs_options is None:
@@ -129,59 +127,3 @@ def start_host(**kwargs: Any) -> Any:
     )
     ray.get(actor.node_id.remote(), timeout=HOST_TIMEOUT_S)  # type: ignore[attr-defined]
     return actor
-
-
-class LedgerMeter:
-    """The ``TokenMeter`` calls of a gateway and an LLM client, forwarded to the study's host actor."""
-
-    def __init__(self, host: Any, prices: Prices) -> None:
-        self.host = host
-        self.prices = prices
-
-    def _get(self, ref: Any) -> Any:
-        import ray
-
-        return ray.get(ref, timeout=HOST_TIMEOUT_S)
-
-    def reserve(self, job_id: str, prompt_tokens: int, max_completion: int | None = None) -> Hold:
-        got = self._get(self.host.reserve.remote(job_id, prompt_tokens, max_completion))
-        if isinstance(got, tuple):
-            raise BudgetExhausted(*got)
-        hold: Hold = got
-        return hold
-
-    def check(self, job_id: str) -> None:
-        self.release(self.reserve(job_id, 0, 0))
-
-    def release(self, hold: Hold) -> None:
-        self._get(self.host.release.remote(hold))
-
-    def settle(
-        self, hold: Hold, prompt_tokens: int, completion_tokens: int, *, prices: Prices | None = None
-    ) -> float:
-        return self.charge(hold.job_id, prompt_tokens, completion_tokens, hold=hold, prices=prices)
-
-    def charge(
-        self,
-        job_id: str,
-        prompt_tokens: int,
-        completion_tokens: int,
-        *,
-        hold: Hold | None = None,
-        prices: Prices | None = None,
-    ) -> float:
-        call = self.host.charge.remote(job_id, prompt_tokens, completion_tokens, hold, prices or self.prices)
-        cost: float = self._get(call)
-        return cost
-
-    def limit_job(self, job_id: str, tokens: int | None) -> None:
-        if tokens is not None:
-            self._get(self.host.limit_job.remote(job_id, tokens))
-
-    def job(self, job_id: str) -> Tally:
-        tally: Tally = self._get(self.host.job.remote(job_id))
-        return tally
-
-    @property
-    def study_exhausted(self) -> bool:
-        return bool(self._get(self.host.study_exhausted.remote()))

@@ -31,7 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metasearch.config import ExecutorSection, RayTaskResources, SandboxSection
+from metasearch.cluster import ray_jobs
+from metasearch.cluster.ray_host import start_host
+from metasearch.cluster.ray_nodes import NodeLog
+from metasearch.config import ExecutorSection, RayTaskResources
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.events import ExpansionRejected, Outcome
 from metasearch.llm.usage import Prices
@@ -39,8 +42,7 @@ from metasearch.manifest import Manifest
 from metasearch.proposers.base import ProposalContext
 from metasearch.proposers.gate import Verdict, smoke_spec
 from metasearch.runner import Runner
-from metasearch.sandboxes import ray_jobs
-from metasearch.sandboxes.ray_nodes import NodeLog
+from metasearch.sandboxes.config import SandboxSection
 from metasearch.suites.protocol import TaskResult
 from metasearch.types import Agent, Evaluate, Expand, Job, Proposal
 
@@ -154,8 +156,6 @@ class RayRunner(Runner):
 
     def _start_host(self) -> Any:
         if self._host is None:
-            from metasearch.sandboxes.ray_host import start_host
-
             meter = self.llm.meter if self.llm is not None else None
             self._host = start_host(
                 study_limit=meter.study_limit if meter else None,
