@@ -103,7 +103,7 @@ def status_of(view: StudyView, study_dir: Path, best: str | None = None) -> dict
 
 def model_tallies(view: StudyView) -> dict[str, dict[str, Any]]:
     """Per meta-agent model (``llm.models``, or the one model): what its expansions spent and earned
-    (``llm.tally.ModelLedger.tallies``); empty when the study has no LLM and chose none."""
+    (``archive.tally.ModelLedger.tallies``); empty when the study has no LLM and chose none."""
     section = view.resolved.config.llm
     names = [name for name, _ in section.arms()] if endpoint_configured(section) else []
     return view.index.models.tallies(names) if names or view.index.models.jobs else {}

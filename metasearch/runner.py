@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from metasearch.archive import GitArchive
 from metasearch.archive.git import kept_diff
+from metasearch.archive.tally import ModelLedger
 from metasearch.errors import ArchiveError, ConfigError, InfrastructureError, SandboxViolation, TaskUnfit
 from metasearch.events import Evaluated, Expanded, ExpansionRejected, InfraFailure, Outcome
 from metasearch.llm.gateway import FORWARDER_PATH, SOCKET_DIR, SOCKET_PATH
@@ -26,6 +27,7 @@ from metasearch.proposers.base import ProposalContext, ProposalFailed, Proposer
 from metasearch.proposers.gate import GateConfig, Verdict, check, smoke_check
 from metasearch.sandboxes.protocol import GIT_SAFE_ENV, ExecResult, Limits, Mount, RunSpec, Sandbox
 from metasearch.sandboxes.transfer import copy_nofollow, links_out_of, worktree_tampering
+from metasearch.schedulers import model_choice
 from metasearch.suites.protocol import Suite, Task, TaskResult, grader_files
 from metasearch.types import Agent, Evaluate, Evaluation, Expand, Job, Proposal
 
@@ -158,13 +160,22 @@ class Runner:
         return Expanded(agent, proposal)
 
     def _choose_model(self, job: Expand) -> str | None:
-        """The model the expansion calls (``llm.choose`` over what the journal says so far), journaled
-        before the proposer starts; None when its proposer calls no model (``uses_model``)."""
+        """The model the expansion calls (``llm.choose`` over what the journal says so far, see
+        ``schedulers.model_choice``), journaled before the proposer starts; None when its proposer calls
+        no model (``uses_model``)."""
         uses = getattr(self.proposer, "uses_model", None)
         if self.llm is None or not callable(uses) or not uses(job.job_id):
             return None
         llm = self.llm
-        return self.archive.choose_model(job.job_id, lambda ledger: llm.choose(job.job_id, ledger))
+        basis = llm.section.cost_basis()
+
+        def decide(ledger: ModelLedger) -> str:
+            pulls = ledger.pulls(basis)
+            return model_choice.choose(
+                llm.names, pulls, rule=llm.section.choose, seed=llm.seed, key=job.job_id
+            )
+
+        return self.archive.choose_model(job.job_id, decide)
 
     def _propose(
         self, parent: Agent, workspace: Path, context: ProposalContext

@@ -45,8 +45,8 @@ from metasearch.archive.plumbing import (
     write_tree,
 )
 from metasearch.archive.recovery import repair
+from metasearch.archive.tally import ModelLedger
 from metasearch.errors import ArchiveError
-from metasearch.llm.tally import ModelLedger
 from metasearch.types import Agent, Evaluation, Expand, Job, job_to_dict
 
 log = logging.getLogger(__name__)

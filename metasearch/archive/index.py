@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from metasearch.llm.tally import ModelLedger
+from metasearch.archive.tally import ModelLedger
 from metasearch.types import Agent, Evaluate, Evaluation, Expand, Job, job_from_dict
 
 # Events that finish a job for good; a second one for the same job id is refused (idempotency).
@@ -48,7 +48,7 @@ class ArchiveIndex:
     cost_usd: float = 0.0
     finished: str | None = None
     retired_tasks: dict[str, str] = field(default_factory=dict)  # task id -> why it cannot be graded here
-    models: ModelLedger = field(default_factory=ModelLedger)  # which model wrote each expansion (llm/tally.py)
+    models: ModelLedger = field(default_factory=ModelLedger)  # which model wrote each expansion (tally.py)
     events: int = 0
     torn_tail: bool = False
 

@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from metasearch.types import CostBasis
+
 
 class ServeSection(BaseModel):
     """A vLLM server metasearch starts and stops itself (see ``metasearch.llm.serve``)."""
@@ -85,7 +87,7 @@ class LLMSection(BaseModel):
     Sandboxed agents' own calls (``resources.llm``) go to the first."""
     choose: Literal["bandit", "uniform", "first"] = "bandit"
     """With several ``models``: ``bandit`` (the model whose children gained most per token, see
-    ``metasearch.llm.choice``), ``uniform`` (each as often) or ``first``."""
+    ``metasearch.schedulers.model_choice``), ``uniform`` (each as often) or ``first``."""
 
     @field_validator("models")
     @classmethod
@@ -123,6 +125,12 @@ class LLMSection(BaseModel):
         """The GPUs the study's managed model servers keep (sandboxes get none of them)."""
         gpus = [gpu for _, arm in self.arms() if arm.serve is not None for gpu in arm.serve.gpus]
         return list(dict.fromkeys(gpus))
+
+    def cost_basis(self) -> CostBasis:
+        """What the model bandit divides gains by: USD when every model has a price, else tokens."""
+        arms = [arm for _, arm in self.arms()]
+        priced = all(arm.price_input_per_mtok > 0 or arm.price_output_per_mtok > 0 for arm in arms)
+        return "usd" if len(arms) > 1 and priced else "tokens"
 
     def arm_name(self) -> str:
         """The single-model form's name: its model, the model it serves, or ``default``."""

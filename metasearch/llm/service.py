@@ -4,7 +4,8 @@ Built by ``launch`` when the config names an endpoint (``llm.base_url``, ``OPENA
 to manage (``llm.serve``) or several models (``llm.models``, each with its endpoint or server). Every metered
 call is journaled as usage (``on_charge``), so the study's ``budget.tokens`` and ``budget.cost_usd`` count
 host-side meta-agent calls and sandboxed agents' calls alike, each call at its model's price. With several
-models, ``choose`` picks the one an expansion calls (``choice``); sandboxed agents' own calls go to the first.
+models, ``llm.choose`` picks the one an expansion calls (the runner asks ``schedulers.model_choice``, with
+this service's ``names`` and ``seed``); sandboxed agents' own calls go to the first.
 """
 
 from __future__ import annotations
@@ -20,13 +21,11 @@ from typing import Any
 import httpx
 
 from metasearch.errors import ConfigError
-from metasearch.llm import choice
 from metasearch.llm.client import LLMClient
 from metasearch.llm.config import LLMSection, endpoint_configured
 from metasearch.llm.gateway import Gateway
 from metasearch.llm.ledger import LedgerMeter
 from metasearch.llm.serve import VLLMServer
-from metasearch.llm.tally import Cost, ModelLedger
 from metasearch.llm.usage import Prices, TokenMeter
 
 log = logging.getLogger(__name__)
@@ -34,13 +33,6 @@ log = logging.getLogger(__name__)
 
 def prices_of(section: LLMSection) -> Prices:
     return Prices(section.price_input_per_mtok, section.price_output_per_mtok)
-
-
-def cost_basis(section: LLMSection) -> Cost:
-    """What the model bandit divides gains by: USD when every model has a price, else tokens."""
-    arms = [arm for _, arm in section.arms()]
-    priced = all(arm.price_input_per_mtok > 0 or arm.price_output_per_mtok > 0 for arm in arms)
-    return "usd" if len(arms) > 1 and priced else "tokens"
 
 
 class LLMService:
@@ -59,7 +51,7 @@ class LLMService:
         self.section = section
         self.arms = dict(section.arms())  # name -> that model as a single-model section
         self.names = list(self.arms)
-        self.seed = seed
+        self.seed = seed  # the study's: the model choice draws from it (runner)
         self.study_dir = Path(study_dir)
         self.meter = TokenMeter(
             study_limit=study_tokens,
@@ -141,11 +133,6 @@ class LLMService:
     @property
     def model(self) -> str:
         return self.client.model
-
-    def choose(self, job_id: str, ledger: ModelLedger) -> str:
-        """The model the expansion ``job_id`` calls, by ``llm.choose`` on what the journal says so far."""
-        pulls = ledger.pulls(cost_basis(self.section))
-        return choice.choose(self.names, pulls, rule=self.section.choose, seed=self.seed, key=job_id)
 
     @contextmanager
     def gateway(

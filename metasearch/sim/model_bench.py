@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from metasearch.llm.choice import Rule
 from metasearch.registry import SCHEDULERS
+from metasearch.schedulers.model_choice import Rule
 from metasearch.sim.bench import ci95, family_factory, print_table
 from metasearch.sim.engine import simulate
 from metasearch.sim.models import MODEL_FAMILIES, ModelArms

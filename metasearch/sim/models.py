@@ -2,7 +2,7 @@
 
 A ``SimModel`` shifts the quality of each child it writes by ``gain`` on top of the landscape's step, fails
 an extra fraction ``fail`` of its expansions, and spends ``tokens`` per expansion on average (log-normal).
-``ModelArms`` chooses the model of every expansion with a rule of ``metasearch.llm.choice`` from what the
+``ModelArms`` chooses the model of every expansion with a rule of ``metasearch.schedulers.model_choice`` from what the
 run has observed: each child's score minus its parent's on the tasks both were graded on, 0 for a failed
 expansion, exactly as a real study computes it from its journal. Landscapes whose designs are dataclasses
 with a ``quality`` field (the default and disagreement families) take models.
@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from metasearch.llm.choice import Pull, Rule, choose
 from metasearch.schedulers.cmp import SearchTree
-from metasearch.types import Expand
+from metasearch.schedulers.model_choice import Rule, choose
+from metasearch.types import Expand, Pull
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from metasearch.archive.journal import utf8_text
+from metasearch.archive.tally import ModelLedger
 from metasearch.config import load_config_data
-from metasearch.llm.tally import ModelLedger
 from metasearch.schedulers.base import SearchState
 from metasearch.schedulers.cmp import SearchTree
 from metasearch.schedulers.final import agent_stats, select_final

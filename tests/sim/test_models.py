@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 
-from metasearch.llm.choice import MIN_PULLS
 from metasearch.registry import SCHEDULERS
+from metasearch.schedulers.model_choice import MIN_PULLS
 from metasearch.sim import default_family, simulate
 from metasearch.sim.model_bench import run
 from metasearch.sim.models import ModelArms, SimModel, distinct_models

@@ -7,9 +7,8 @@ import shutil
 from pathlib import Path
 
 from metasearch.archive import GitArchive, read_index
-from metasearch.llm.choice import Pull
-from metasearch.llm.tally import ModelLedger
-from metasearch.types import Evaluation, Expand
+from metasearch.archive.tally import ModelLedger
+from metasearch.types import Evaluation, Expand, Pull
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from metasearch.llm.choice import MIN_PULLS, Pull, arm_stats, choose
+from metasearch.schedulers.model_choice import MIN_PULLS, arm_stats, choose
+from metasearch.types import Pull
 
 MODELS = ["small", "large"]
 

@@ -3,9 +3,9 @@
 The journal holds, per expansion that called a model, a ``model_chosen`` event (the runner writes it
 before the proposer starts), the ``usage`` of its calls and how it ended (``agent_added`` or
 ``expansion_failed``; ``job_abandoned`` when an infrastructure fault took it). From those and the
-evaluations the ledger gives the model bandit its ``Pull`` records and ``status`` and MLflow their
-per-model tallies. Folding the journal again rebuilds it exactly, so a study killed at any point loses
-nothing of it.
+evaluations the ledger gives the model bandit (``schedulers.model_choice``) its ``Pull`` records and
+``status`` and MLflow their per-model tallies. Folding the journal again rebuilds it exactly, so a study
+killed at any point loses nothing of it.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from metasearch.llm.choice import Pull
-
-Cost = Literal["tokens", "usd"]
+from metasearch.types import CostBasis, Pull
 
 
 @dataclass
@@ -79,7 +77,7 @@ class ModelLedger:
             return None
         return sum(child[t] - parent[t] for t in shared) / len(shared)
 
-    def pulls(self, cost: Cost = "tokens") -> list[Pull]:
+    def pulls(self, cost: CostBasis = "tokens") -> list[Pull]:
         """The bandit's records: every expansion that chose a model, except those abandoned."""
         return [
             Pull(e.model, float(e.tokens) if cost == "tokens" else e.cost_usd, self.gain(e))

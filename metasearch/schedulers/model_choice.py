@@ -1,9 +1,8 @@
 """Which model writes the next child: a bandit on what each model's children earned per token spent.
 
-A pure function of the expansions so far (``Pull`` records, rebuilt from the journal by
-``tally.ModelLedger.pulls``),
-the rule, the study's seed and the job's key: a resumed study, or the simulator, given the same records
-makes the same choice.
+A pure function of the expansions so far (``types.Pull`` records, rebuilt from the journal by
+``archive.tally.ModelLedger.pulls``), the rule, the study's seed and the job's key: a resumed study, or the
+simulator, given the same records makes the same choice.
 
 The reward of one expansion is its *gain*: the child's score minus its parent's on the tasks both were
 graded on, and 0 for a failed expansion. Only the positive part counts: a child worse than its parent is
@@ -30,6 +29,8 @@ from typing import Literal
 
 import numpy as np
 
+from metasearch.types import Pull
+
 Rule = Literal["bandit", "uniform", "first"]
 MIN_PULLS = 4
 EXPLORE = 1.0
@@ -39,18 +40,6 @@ PRIOR_SD = 0.05
 """Spread of a reward (score units) assumed before the models' rewards show their own."""
 PRIOR_N = 2
 """A model's own spread counts as if it had this many more rewards at the pooled spread."""
-
-
-@dataclass(frozen=True)
-class Pull:
-    """One expansion written by ``model``: what it spent and, once known, what it gained.
-
-    ``gain`` is None while the outcome is unknown (the expansion runs, or its child has no task graded
-    in common with its parent yet); 0.0 for a failed expansion."""
-
-    model: str
-    cost: float
-    gain: float | None = None
 
 
 @dataclass(frozen=True)
