@@ -134,7 +134,7 @@ def study_sandbox(
 ) -> Sandbox:
     """The study's sandbox, made before anything of the study is written or started."""
     cfg = resolved.config
-    reserved = list(cfg.llm.serve.gpus) if cfg.llm.serve is not None else []
+    reserved = cfg.llm.served_gpus()
     return make_sandbox(
         cfg.sandbox,
         study=study,
@@ -269,6 +269,7 @@ def _assemble(
             study_tokens=cfg.budget.tokens,
             used_tokens=archive.index.tokens,
             on_charge=archive.add_usage,
+            seed=cfg.study.seed,
         ).start()
     try:
         if llm is not None and cfg.llm.trace:

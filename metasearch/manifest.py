@@ -172,7 +172,10 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
     """One line per problem, each naming the dotted key path."""
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"] if not _is_union_tag(p))
+        loc = ""
+        for part in err["loc"]:
+            if not _is_union_tag(part):
+                loc += f"[{part}]" if isinstance(part, int) else f".{part}" if loc else str(part)
         path = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
         lines.append(f"{path or '<root>'}: {err['msg']}")
     return "\n".join(lines)

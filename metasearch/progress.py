@@ -147,15 +147,20 @@ def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> Confi
     table.add_row(
         "sandbox", f"{cfg.sandbox.name} (image {image}, {cfg.sandbox.cpus} CPU, {cfg.sandbox.memory_mb} MB)"
     )
-    serve = cfg.llm.serve
-    reserved = f"; GPUs {', '.join(serve.gpus)} kept for the model server" if serve and serve.gpus else ""
+    kept = cfg.llm.served_gpus()
+    reserved = f"; GPUs {', '.join(kept)} kept for the model server" if kept else ""
     table.add_row("GPUs", f"sandboxes: {cfg.sandbox.gpus} (share {cfg.sandbox.gpu_share}){reserved}")
-    llm = (
-        f"vLLM serving {serve.model} on GPUs {serve.gpus} (tp={serve.tensor_parallel_size})"
-        if serve
-        else (cfg.llm.base_url or "none")
-    )
-    table.add_row("LLM", llm)
+    arms = cfg.llm.arms()
+    for name, arm in arms:
+        serve = arm.serve
+        llm = (
+            f"vLLM serving {serve.model} on GPUs {serve.gpus} (tp={serve.tensor_parallel_size})"
+            if serve
+            else (arm.base_url or "none")
+        )
+        table.add_row("LLM" if len(arms) == 1 else f"LLM {name}", llm)
+    if len(arms) > 1:
+        table.add_row("LLM choice", f"{cfg.llm.choose} over {len(arms)} models")
     table.add_row(
         "tracking",
         "MLflow " + (cfg.tracking.mlflow.tracking_uri or f"sqlite:///{study_dir}/mlflow.db")

@@ -35,6 +35,7 @@ from metasearch.suites.protocol import grader_files
 
 if TYPE_CHECKING:
     from metasearch.config import ResolvedConfig
+    from metasearch.llm.config import LLMSection
     from metasearch.sandboxes.protocol import Sandbox
     from metasearch.suites.protocol import Suite
 
@@ -74,6 +75,7 @@ SCORE_DECIDING = (
     "llm.model",
     "llm.root",
     "llm.digest",
+    "llm.models.",
     "llm.sampling.",
 )
 # With local sandboxes the host's interpreter runs agents and graders, so its numerics decide scores too.
@@ -91,7 +93,7 @@ def collect(resolved: ResolvedConfig, suite: Suite, sandbox: Sandbox) -> dict[st
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "metasearch": source_revision(),
         "python": {"version": platform.python_version(), "implementation": platform.python_implementation()},
-        "packages": package_versions(vllm=cfg.llm.serve is not None),
+        "packages": package_versions(vllm=any(arm.serve is not None for _, arm in cfg.llm.arms())),
         "sandbox": sandbox_record(sandbox),
         "gpu": gpu_record(),
         "suite": suite_record(resolved, suite),
@@ -210,18 +212,26 @@ def task_hash(suite: Suite, task: Any) -> str:
 
 
 def llm_record(resolved: ResolvedConfig) -> dict[str, Any] | None:
-    """The model as the endpoint reports it (``GET /v1/models``) and the sampling parameters the host sends."""
+    """The model as the endpoint reports it (``GET /v1/models``) and the sampling parameters the host sends;
+    with several ``llm.models``, the first one's at the top and each one's under ``models`` (what it is,
+    score-deciding) and ``endpoints`` (where it was reached)."""
     section = resolved.config.llm
     if not endpoint_configured(section):
         return None
     sampling = {"llm.max_tokens": section.max_tokens, **_sampling(_dump(resolved.plugins["proposer"].config))}
-    record: dict[str, Any] = {
-        "endpoint": None,
-        "model": None,
-        "root": None,
-        "served": [],
-        "sampling": sampling,
-    }
+    arms = [(name, model_record(arm)) for name, arm in section.arms()]
+    record: dict[str, Any] = {**arms[0][1], "sampling": sampling}
+    if section.models:
+        what = ("model", "root", "digest")
+        record["models"] = {name: {k: r[k] for k in what if k in r} for name, r in arms}
+        record["endpoints"] = {name: {k: v for k, v in r.items() if k not in what} for name, r in arms}
+    return record
+
+
+def model_record(section: LLMSection) -> dict[str, Any]:
+    """One model of a single-model ``llm`` section: its endpoint, model, weights root and (a prepared
+    local model) digest, and what the endpoint serves."""
+    record: dict[str, Any] = {"endpoint": None, "model": None, "root": None, "served": []}
     # The LLM modules are imported here, not at the top: they pull in httpx and openai (seconds), which
     # `metasearch status` and the MLflow mirror, readers of this module, never need.
     if section.serve is not None:  # started by the study itself: vLLM serves what the config names
@@ -299,10 +309,17 @@ def headline(record: dict[str, Any] | None) -> dict[str, Any] | None:
     return {
         "metasearch": revision + (" (dirty)" if ms.get("dirty") else ""),
         "image": f"{image} ({str(sandbox.get('image_id') or '')[:19]})" if image else sandbox.get("kind"),
-        "model": llm.get("model") if llm else None,
+        "model": _models_line(llm) if llm else None,
         "suite": f"{suite.get('name')} {len(tasks)} tasks @ {tasks_digest(tasks)}",
         "conditions": conditions_hash(record),
     }
+
+
+def _models_line(llm: dict[str, Any]) -> Any:
+    models = llm.get("models")
+    if not isinstance(models, dict):
+        return llm.get("model")
+    return ", ".join(f"{name}: {(m or {}).get('model')}" for name, m in models.items())
 
 
 def tasks_digest(tasks: dict[str, str]) -> str:

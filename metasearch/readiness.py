@@ -99,6 +99,18 @@ def _suite_checks(resolved: ResolvedConfig) -> list[Check]:
 
 
 def _llm_checks(section: LLMSection, *, needed: bool) -> list[Check]:
+    """Each model's checks (named after the model when there are several)."""
+    arms = section.arms()
+    if len(arms) == 1:
+        return _model_checks(arms[0][1], needed=needed)
+    checks = []
+    for name, arm in arms:
+        for check in _model_checks(arm, needed=needed):
+            checks.append(Check(f"{check.name} ({name})", check.state, check.detail, check.fix))
+    return checks
+
+
+def _model_checks(section: LLMSection, *, needed: bool) -> list[Check]:
     """A managed vLLM server starts with every run, so it is checked always; an endpoint only when the
     study calls it (``needed``: an LLM proposer or a seed that uses one)."""
     serve = section.serve
@@ -146,7 +158,7 @@ def _sandbox_checks(section: SandboxSection, llm: LLMSection, untrusted: str | N
     if section.name == "auto" and untrusted and any(c.state == "missing" for c in checks):
         checks.append(Check("sandbox", "missing", f"sandbox.name: auto needs Docker: the {untrusted}"))
     if section.gpus != "none":
-        reserved = set(llm.serve.gpus) if llm.serve is not None else set()
+        reserved = set(llm.served_gpus())
         if section.gpus == "all":
             checks.append(
                 gpu_check(

@@ -12,6 +12,7 @@ from metasearch.archive import ArchiveIndex, read_index
 from metasearch.config import ResolvedConfig, load_config_data
 from metasearch.drift import baseline_record
 from metasearch.errors import ConfigError
+from metasearch.llm.config import endpoint_configured
 from metasearch.provenance import headline
 from metasearch.schedulers.base import SearchState
 from metasearch.schedulers.cmp import SearchTree, replay_results
@@ -96,7 +97,16 @@ def status_of(view: StudyView, study_dir: Path, best: str | None = None) -> dict
         "provenance": _provenance_headline(Path(study_dir), view.index),
         "retired_tasks": dict(view.index.retired_tasks),  # cannot be graded here (errors.TaskUnfit)
         "expansions_failed_by_kind": failure_kinds(view.index.failed_expansions),
+        "models": model_tallies(view),
     }
+
+
+def model_tallies(view: StudyView) -> dict[str, dict[str, Any]]:
+    """Per meta-agent model (``llm.models``, or the one model): what its expansions spent and earned
+    (``archive.tally.ModelLedger.tallies``); empty when the study has no LLM and chose none."""
+    section = view.resolved.config.llm
+    names = [name for name, _ in section.arms()] if endpoint_configured(section) else []
+    return view.index.models.tallies(names) if names or view.index.models.jobs else {}
 
 
 def failure_kinds(failed: list[dict[str, Any]]) -> dict[str, int]:

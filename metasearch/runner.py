@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from metasearch.archive import GitArchive
 from metasearch.archive.git import kept_diff
+from metasearch.archive.tally import ModelLedger
 from metasearch.errors import ArchiveError, ConfigError, InfrastructureError, SandboxViolation, TaskUnfit
 from metasearch.events import Evaluated, Expanded, ExpansionRejected, InfraFailure, Outcome
 from metasearch.llm.gateway import FORWARDER_PATH, SOCKET_DIR, SOCKET_PATH
@@ -26,6 +27,7 @@ from metasearch.proposers.base import ProposalContext, ProposalFailed, Proposer
 from metasearch.proposers.gate import GateConfig, Verdict, check, smoke_check
 from metasearch.sandboxes.protocol import GIT_SAFE_ENV, ExecResult, Limits, Mount, RunSpec, Sandbox
 from metasearch.sandboxes.transfer import copy_nofollow, links_out_of, worktree_tampering
+from metasearch.schedulers import model_choice
 from metasearch.suites.protocol import Suite, Task, TaskResult, grader_files
 from metasearch.types import Agent, Evaluate, Evaluation, Expand, Job, Proposal
 
@@ -123,9 +125,10 @@ class Runner:
             parent_manifest = parse_manifest(self.archive.read_text(parent.id, MANIFEST_NAME))
         except (ConfigError, ArchiveError) as exc:
             return ExpansionRejected(f"parent manifest invalid: {exc}", kind="other")
+        model = self._choose_model(job)
         with self.archive.checkout(parent.id) as workspace:
             git_link = (workspace / ".git").read_bytes()
-            context = self._context(job, parent, log_dir, tuple(parent_manifest.protected))
+            context = self._context(job, parent, log_dir, tuple(parent_manifest.protected), model)
             proposed = self._propose(parent, workspace, context)
             if isinstance(proposed, ExpansionRejected):
                 return proposed
@@ -144,6 +147,7 @@ class Runner:
                 return ExpansionRejected(verdict.reason, diff, proposal, kind=verdict.kind)
             meta = {
                 "proposer": self.proposer_name,
+                **({"model": model} if model is not None else {}),
                 **proposal.meta,
                 "job_id": job.job_id,
                 "summary": proposal.summary,
@@ -154,6 +158,24 @@ class Runner:
             }
             agent = self.archive.add_child(parent.id, workspace, job_id=job.job_id, meta=meta, tree=tree)
         return Expanded(agent, proposal)
+
+    def _choose_model(self, job: Expand) -> str | None:
+        """The model the expansion calls (``llm.choose`` over what the journal says so far, see
+        ``schedulers.model_choice``), journaled before the proposer starts; None when its proposer calls
+        no model (``uses_model``)."""
+        uses = getattr(self.proposer, "uses_model", None)
+        if self.llm is None or not callable(uses) or not uses(job.job_id):
+            return None
+        llm = self.llm
+        basis = llm.section.cost_basis()
+
+        def decide(ledger: ModelLedger) -> str:
+            pulls = ledger.pulls(basis)
+            return model_choice.choose(
+                llm.names, pulls, rule=llm.section.choose, seed=llm.seed, key=job.job_id
+            )
+
+        return self.archive.choose_model(job.job_id, decide)
 
     def _propose(
         self, parent: Agent, workspace: Path, context: ProposalContext
@@ -192,7 +214,12 @@ class Runner:
         return smoke_check(code, parent_manifest, self.sandbox, self.gate, self._labels(job))
 
     def _context(
-        self, job: Expand, parent: Agent, log_dir: Path, protected: tuple[str, ...] = ()
+        self,
+        job: Expand,
+        parent: Agent,
+        log_dir: Path,
+        protected: tuple[str, ...] = (),
+        model: str | None = None,
     ) -> ProposalContext:
         index = self.archive.index
         agents = dict(index.agents)
@@ -207,6 +234,7 @@ class Runner:
             means.setdefault(ev.agent_id, []).append(ev.score)
         return ProposalContext(
             protected=protected,
+            model=model,
             job_id=job.job_id,
             study_dir=self.archive.root,
             log_dir=log_dir,

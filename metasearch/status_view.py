@@ -33,11 +33,36 @@ def status_renderable(
     parts: list[Any] = [Text.from_markup(f"[bold]study {data['study']}[/]: {_run_state(view, study_dir)}")]
     parts += [Text(""), _budget_table(data["budget"]), Text(""), _agents_table(view), Text("")]
     parts.append(Text(_best_line(best)))
+    if data.get("models"):
+        parts += [Text(""), models_table(data["models"])]
     if data.get("provenance"):  # the conditions the scores were made under (metasearch/provenance.py)
         parts += [Text(""), _provenance_table(data["provenance"])]
     if view.index.open_jobs:
         parts += [Text(""), _jobs_table(view, now)]
     return Group(*parts)
+
+
+def models_table(tallies: dict[str, dict[str, Any]]) -> Table:
+    """Per meta-agent model: expansions, children admitted and better than their parent, mean gain,
+    positive gain per million tokens (what the bandit weighs), tokens, cost."""
+    table = Table(show_edge=False)
+    table.add_column("model")
+    columns = ("expansions", "children", "better", "mean gain", "gain / Mtok", "tokens", "cost")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for name, t in tallies.items():
+        running = f" (+{t['running']} running)" if t.get("running") else ""
+        table.add_row(
+            name,
+            f"{t['expansions']}{running}",
+            str(t["children"]),
+            str(t["better"]),
+            "-" if t["mean_gain"] is None else f"{t['mean_gain']:+.3f}",
+            "-" if t["gain_per_mtok"] is None else f"{t['gain_per_mtok']:.3f}",
+            str(t["tokens"]),
+            _num(t["cost_usd"], money=True),
+        )
+    return table
 
 
 def _provenance_table(headline: dict[str, Any]) -> Table:

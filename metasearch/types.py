@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 
 def new_job_id() -> str:
@@ -114,6 +114,24 @@ def job_from_dict(data: Mapping[str, Any]) -> Job:
     if data["kind"] == "evaluate":
         return Evaluate(agent_id=data["agent_id"], task_id=data["task_id"], job_id=data["job_id"])
     raise ValueError(f"unknown job kind {data['kind']!r}")
+
+
+@dataclass(frozen=True)
+class Pull:
+    """One expansion written by the meta-agent model ``model``: what it spent and, once known, what it
+    gained (the model bandit's record, ``schedulers.model_choice``; folded from the journal by
+    ``archive.tally.ModelLedger``).
+
+    ``gain`` is None while the outcome is unknown (the expansion runs, or its child has no task graded
+    in common with its parent yet); 0.0 for a failed expansion."""
+
+    model: str
+    cost: float
+    gain: float | None = None
+
+
+CostBasis = Literal["tokens", "usd"]
+"""What a ``Pull``'s cost counts: tokens, or USD when every model has a price."""
 
 
 @dataclass(frozen=True)

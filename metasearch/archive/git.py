@@ -26,7 +26,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -45,6 +45,7 @@ from metasearch.archive.plumbing import (
     write_tree,
 )
 from metasearch.archive.recovery import repair
+from metasearch.archive.tally import ModelLedger
 from metasearch.errors import ArchiveError
 from metasearch.types import Agent, Evaluation, Expand, Job, job_to_dict
 
@@ -326,6 +327,15 @@ class GitArchive:
     def retire_task(self, task_id: str, reason: str) -> None:
         """Journal that ``task_id`` cannot be graded here: the study evaluates it no more, resumed or not."""
         self.journal.append({"op": "task_retired", "task_id": task_id, "reason": reason})
+
+    def choose_model(self, job_id: str, decide: Callable[[ModelLedger], str]) -> str:
+        """Journal which model the expansion ``job_id`` calls (before its proposer starts): ``decide``'s
+        answer on the journal's model ledger, asked with the lock held, so that concurrent choices each
+        see the others."""
+        with self.journal.locked():
+            model = decide(self.journal.catch_up().models)
+            self.journal.append_locked({"op": "model_chosen", "job_id": job_id, "model": model})
+        return model
 
     def add_usage(self, job_id: str, tokens: int, cost_usd: float) -> None:
         self.journal.append(

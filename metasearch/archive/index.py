@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from metasearch.archive.tally import ModelLedger
 from metasearch.types import Agent, Evaluate, Evaluation, Expand, Job, job_from_dict
 
 # Events that finish a job for good; a second one for the same job id is refused (idempotency).
@@ -47,6 +48,7 @@ class ArchiveIndex:
     cost_usd: float = 0.0
     finished: str | None = None
     retired_tasks: dict[str, str] = field(default_factory=dict)  # task id -> why it cannot be graded here
+    models: ModelLedger = field(default_factory=ModelLedger)  # which model wrote each expansion (tally.py)
     events: int = 0
     torn_tail: bool = False
 
@@ -55,6 +57,7 @@ class ArchiveIndex:
         op = event["op"]
         job_id = event.get("job_id")
         self.events += 1
+        self.models.apply(event)
         if op == "evaluation_recorded":  # the most frequent event first
             e = dict(event["evaluation"])
             e["flags"] = tuple(e.get("flags") or ())
@@ -99,6 +102,7 @@ class ArchiveIndex:
                     "reason": event["reason"],
                     "kind": event.get("kind", "other"),
                     "diff_path": event.get("diff_path"),
+                    "model": self.models.model_of(str(job_id)),
                 }
             )
         elif op == "job_abandoned":

@@ -173,8 +173,9 @@ class RayRunner(Runner):
             self._nodes = NodeLog(self.archive.root)
         return self._nodes
 
-    def _remote_llm(self) -> Any:
-        return self.llm.remote(self.host) if self.llm is not None else None
+    def _remote_llm(self, model: str | None = None) -> Any:
+        """The LLM of ``model`` (None: the first, the one agents call) as a worker reaches it."""
+        return self.llm.remote(self.host, model=model) if self.llm is not None else None
 
     def _submit(self, kind: str, job: Job, fn: Any, *args: Any) -> dict[str, Any]:
         """Run ``fn`` as a Ray task with ``kind``'s resource request; wait (bounded); return its result.
@@ -303,6 +304,7 @@ class RayRunner(Runner):
             "evaluations": list(context.evaluations),
             "extra": {k: v for k, v in context.extra.items() if not callable(v)},
             "protected": tuple(context.protected),
+            "model": context.model,
         }
         sandbox, study, study_id = self._study_args()
         job = Expand(parent_id=parent.id, job_id=context.job_id)
@@ -320,7 +322,7 @@ class RayRunner(Runner):
             sandbox,
             study,
             study_id,
-            self._remote_llm(),
+            self._remote_llm(context.model),
             self.host,
         )
         ray_jobs.unpack(out["logs"], context.log_dir)

@@ -71,8 +71,10 @@ class StudyHost:
     def release(self, hold: Hold) -> None:
         self.meter.release(hold)
 
-    def charge(self, job_id: str, prompt: int, completion: int, hold: Hold | None) -> float:
-        return self.meter.charge(job_id, prompt, completion, hold=hold)
+    def charge(
+        self, job_id: str, prompt: int, completion: int, hold: Hold | None, prices: Prices | None = None
+    ) -> float:
+        return self.meter.charge(job_id, prompt, completion, hold=hold, prices=prices)
 
     def limit_job(self, job_id: str, tokens: int | None) -> None:
         self.meter.limit_job(job_id, tokens)

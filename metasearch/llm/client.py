@@ -207,7 +207,7 @@ class LLMClient:
         prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion = int(getattr(usage, "completion_tokens", 0) or 0)
         if self.meter is not None:
-            cost = self.meter.charge(job_id or "host", prompt, completion, hold=hold)
+            cost = self.meter.charge(job_id or "host", prompt, completion, hold=hold, prices=self.prices)
         else:
             cost = self.prices.cost(prompt, completion)
         return ChatResult(text, prompt, completion, cost, reply.model, latency, choices[0].finish_reason)

@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 
 from metasearch.llm.socket_http import Stream, UnixHTTPServer, error_reply, handler_for
-from metasearch.llm.usage import BudgetExhausted, Hold, TokenMeter
+from metasearch.llm.usage import BudgetExhausted, Hold, Prices, TokenMeter
 from metasearch.llm.worst_case import cap_completions, worst_case
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ class Gateway:
         meter: TokenMeter | None = None,
         api_key: str | None = None,
         model: str | None = None,
+        prices: Prices | None = None,
         transcript_path: Path | None = None,
         http: httpx.Client | None = None,
         retries: int = 4,
@@ -81,6 +82,7 @@ class Gateway:
         self.meter = meter or TokenMeter()
         self.api_key = api_key
         self.model = model
+        self.prices = prices  # the model's, when the study has several (else the meter's)
         self.transcript_path = transcript_path
         self.retries = retries
         self.backoff_s = backoff_s
@@ -364,7 +366,7 @@ class Gateway:
                 if not usage:  # a server that reports no usage still spends the budget: estimate
                     prompt, completion = len(json.dumps(request)) // 4, len(data) // 4
                 if hold is None:
-                    self.meter.charge(self.job_id, prompt, completion)
+                    self.meter.charge(self.job_id, prompt, completion, prices=self.prices)
                 else:
                     self._settle(hold, prompt, completion)
                 settled = True
@@ -380,7 +382,7 @@ class Gateway:
     def _settle(self, hold: Hold, prompt: int, completion: int) -> None:
         """Charge what the upstream reports, even past the reservation (the tokens are spent): the caps
         then refuse the next call, and the overrun is logged and counted rather than lost."""
-        self.meter.settle(hold, prompt, completion)
+        self.meter.settle(hold, prompt, completion, prices=self.prices)
         if hold.key and prompt + completion > hold.tokens:  # key 0: no cap applied, nothing was reserved
             with self._lock:
                 self.overruns += 1

@@ -40,13 +40,22 @@ class LedgerMeter:
     def release(self, hold: Hold) -> None:
         self._get(self.host.release.remote(hold))
 
-    def settle(self, hold: Hold, prompt_tokens: int, completion_tokens: int) -> float:
-        return self.charge(hold.job_id, prompt_tokens, completion_tokens, hold=hold)
+    def settle(
+        self, hold: Hold, prompt_tokens: int, completion_tokens: int, *, prices: Prices | None = None
+    ) -> float:
+        return self.charge(hold.job_id, prompt_tokens, completion_tokens, hold=hold, prices=prices)
 
     def charge(
-        self, job_id: str, prompt_tokens: int, completion_tokens: int, *, hold: Hold | None = None
+        self,
+        job_id: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        *,
+        hold: Hold | None = None,
+        prices: Prices | None = None,
     ) -> float:
-        cost: float = self._get(self.host.charge.remote(job_id, prompt_tokens, completion_tokens, hold))
+        call = self.host.charge.remote(job_id, prompt_tokens, completion_tokens, hold, prices or self.prices)
+        cost: float = self._get(call)
         return cost
 
     def limit_job(self, job_id: str, tokens: int | None) -> None:

@@ -168,15 +168,24 @@ class TokenMeter:
         else:
             self.job_held.pop(hold.job_id, None)
 
-    def settle(self, hold: Hold, prompt_tokens: int, completion_tokens: int) -> float:
+    def settle(
+        self, hold: Hold, prompt_tokens: int, completion_tokens: int, *, prices: Prices | None = None
+    ) -> float:
         """Replace the reservation by what the call spent; returns its cost."""
-        return self.charge(hold.job_id, prompt_tokens, completion_tokens, hold=hold)
+        return self.charge(hold.job_id, prompt_tokens, completion_tokens, hold=hold, prices=prices)
 
     def charge(
-        self, job_id: str, prompt_tokens: int, completion_tokens: int, *, hold: Hold | None = None
+        self,
+        job_id: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        *,
+        hold: Hold | None = None,
+        prices: Prices | None = None,
     ) -> float:
-        """Record one call (releasing its ``hold``); returns its cost."""
-        cost = self.prices.cost(prompt_tokens, completion_tokens)
+        """Record one call (releasing its ``hold``); returns its cost at ``prices`` (the model's, when the
+        study has several) or the meter's own."""
+        cost = (prices or self.prices).cost(prompt_tokens, completion_tokens)
         with self._lock:
             if hold is not None:
                 self._release(hold)

@@ -74,6 +74,7 @@ class ProposalContext:
     evaluations: Sequence[Evaluation] = ()  # every evaluation so far
     extra: Mapping[str, Any] = field(default_factory=dict)
     protected: tuple[str, ...] = ()  # the parent manifest's protected patterns (the gate refuses edits there)
+    model: str | None = None  # the model this expansion calls (a name of llm.models), chosen by the runner
 
     def protected_files(self, workspace: Path) -> list[str]:
         """The workspace's files the gate would refuse an edit to."""
@@ -87,7 +88,10 @@ class Proposer(Protocol):
     the study directory, the study's LLM (an ``LLMService``; on a Ray worker a ``RemoteLLM``; the ``llm``
     config section when the study only checks that it can be built) and, on a Ray worker, the study's host
     actor (``knobs_host``, else None). It takes each keyword, used or not, and no ``**kwargs``: the registry
-    names a keyword a constructor does not take (``registry.construct``)."""
+    names a keyword a constructor does not take (``registry.construct``).
+
+    Also, optionally, ``uses_model(job_id) -> bool``: whether the expansion ``job_id`` calls the study's
+    LLM; the runner then chooses its model (``context.model``) and records it. Without it: none."""
 
     def propose(self, parent: Agent, workspace: Path, context: ProposalContext) -> Proposal:
         """Edit ``workspace`` in place; return what was done. Raise ProposalFailed for candidate failures,

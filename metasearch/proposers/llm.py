@@ -120,14 +120,22 @@ class LLMProposer:
         self._lock = threading.Lock()
         self._merge_system = False  # set when the served chat template refuses a system message
 
+    def uses_model(self, job_id: str) -> bool:
+        return True
+
     @property
     def model(self) -> ChatModel:
+        """The study's (first) model, or the one this proposer was given."""
+        return self.model_for(None)
+
+    def model_for(self, name: str | None) -> ChatModel:
+        """The chat model called ``name`` in ``llm.models`` (None: the first), or the one given."""
         with self._lock:
-            if self._model is None:
-                if not isinstance(self._llm, LLMService | RemoteLLM):
-                    raise ConfigError("llm: the llm proposer was built without the study's LLM service")
-                self._model = self._llm.client
-            return self._model
+            if self._model is not None:
+                return self._model
+        if not isinstance(self._llm, LLMService | RemoteLLM):
+            raise ConfigError("llm: the llm proposer was built without the study's LLM service")
+        return self._llm.client_for(name)
 
     def prompt(
         self, parent: Agent, workspace: Path, context: ProposalContext, budget: int | None = None
@@ -162,19 +170,21 @@ class LLMProposer:
         transcript = context.log_dir / "transcript.jsonl"
         mode = self.config.mode
         instructions = EDIT_INSTRUCTIONS[self.config.edit_format] if mode == "diff" else TOOLS_INSTRUCTIONS
-        fitted = self._fit(lambda chars: self.prompt(parent, workspace, context, chars), instructions)
+        model = self.model_for(context.model)
+        if context.model is not None:
+            _log(transcript, {"model": context.model, "served": _served(model)})
+        fitted = self._fit(lambda chars: self.prompt(parent, workspace, context, chars), instructions, model)
         _log(transcript, {"fit": fitted.as_record()})
         if mode == "diff":
-            return self._one_shot(workspace, context, fitted, instructions, transcript)
-        return self._tool_loop(workspace, context, fitted, transcript)
+            return self._one_shot(workspace, context, fitted, instructions, transcript, model)
+        return self._tool_loop(workspace, context, fitted, transcript, model)
 
     def _messages(self, user: str) -> list[dict[str, str]]:
         if self._merge_system:
             return [{"role": "user", "content": f"{SYSTEM}\n\n{user}"}]
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
-    def _fit(self, build: Any, instructions: str) -> Fitted:
-        model = self.model
+    def _fit(self, build: Any, instructions: str, model: ChatModel) -> Fitted:
         context = self.config.context_tokens or _call(model, "context_tokens")
         room = None if context is None else context - self.config.reply_tokens - RETRY_NOTE_TOKENS
         if room is not None and room < 256:
@@ -188,18 +198,20 @@ class LLMProposer:
 
         return fit(build, count, chars=self.config.context_chars, room=room, context=context)
 
-    def _chat(self, messages: list[dict[str, str]], context: ProposalContext, transcript: Path) -> ChatResult:
+    def _chat(
+        self, messages: list[dict[str, str]], context: ProposalContext, transcript: Path, model: ChatModel
+    ) -> ChatResult:
         kw: dict[str, Any] = {"temperature": self.config.temperature, "max_tokens": self.config.reply_tokens}
         if self.config.frequency_penalty is not None:
             kw["frequency_penalty"] = self.config.frequency_penalty
         try:
-            result = self.model.chat(messages, job_id=context.job_id, **kw)
+            result = model.chat(messages, job_id=context.job_id, **kw)
         except LLMError as exc:
             if not _refuses_system(exc) or self._merge_system or messages[0]["role"] != "system":
                 raise ProposalFailed(f"the endpoint refused the request: {exc}", kind="llm_refused") from exc
             self._merge_system = True  # e.g. a template that raises on a system role: fold it in, once
             messages = [{"role": "user", "content": f"{SYSTEM}\n\n{messages[1]['content']}"}, *messages[2:]]
-            result = self.model.chat(messages, job_id=context.job_id, **kw)
+            result = model.chat(messages, job_id=context.job_id, **kw)
         _log(
             transcript,
             {"messages": messages[-2:], "reply": result.text, "finish_reason": result.finish_reason,
@@ -208,13 +220,19 @@ class LLMProposer:
         return result
 
     def _one_shot(
-        self, workspace: Path, context: ProposalContext, fitted: Fitted, instructions: str, transcript: Path
+        self,
+        workspace: Path,
+        context: ProposalContext,
+        fitted: Fitted,
+        instructions: str,
+        transcript: Path,
+        model: ChatModel,
     ) -> Proposal:
         files = edits.workspace_files(workspace) - set(context.protected_files(workspace))
         user = f"{fitted.prompt}\n\n{instructions}"
         tokens, cost, last = 0, 0.0, None
         for attempt in range(1 + self.config.retries):
-            result = self._chat(self._messages(user), context, transcript)
+            result = self._chat(self._messages(user), context, transcript, model)
             tokens += result.prompt_tokens + result.completion_tokens
             cost += result.cost_usd
             try:
@@ -236,7 +254,7 @@ class LLMProposer:
         )
 
     def _tool_loop(
-        self, workspace: Path, context: ProposalContext, fitted: Fitted, transcript: Path
+        self, workspace: Path, context: ProposalContext, fitted: Fitted, transcript: Path, model: ChatModel
     ) -> Proposal:
         messages = self._messages(f"{fitted.prompt}\n\n{TOOLS_INSTRUCTIONS}")
         tokens = 0
@@ -251,7 +269,7 @@ class LLMProposer:
         )
         with context.sandbox.session(spec) as session:
             for _step in range(self.config.max_steps):
-                result = self._chat(messages, context, transcript)
+                result = self._chat(messages, context, transcript, model)
                 tokens += result.prompt_tokens + result.completion_tokens
                 cost += result.cost_usd
                 messages.append({"role": "assistant", "content": result.text})
@@ -346,6 +364,15 @@ def _call(model: Any, name: str, *args: Any) -> Any:
         return method(*args)
     except Exception:
         return None
+
+
+def _served(model: Any) -> str | None:
+    """The model's name at its endpoint, or None when it cannot tell now (the first call will say why)."""
+    try:
+        name = getattr(model, "model", None)
+    except Exception:
+        return None
+    return name if isinstance(name, str) else None
 
 
 def _log(transcript: Path, entry: dict[str, Any]) -> None:

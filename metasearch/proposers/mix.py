@@ -71,6 +71,11 @@ class MixProposer:
                 return name
         return sorted(self.config.weights)[-1]
 
+    def uses_model(self, job_id: str) -> bool:
+        """Whether the member this job picks calls the study's LLM."""
+        uses = getattr(self.members[self.choose(job_id)], "uses_model", None)
+        return bool(callable(uses) and uses(job_id))
+
     def propose(self, parent: Agent, workspace: Path, context: ProposalContext) -> Proposal:
         name = self.choose(context.job_id)
         try:

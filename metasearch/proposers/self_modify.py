@@ -46,6 +46,9 @@ class SelfModifyProposer:
         self.study_dir = Path(study_dir)
         self.llm = llm
 
+    def uses_model(self, job_id: str) -> bool:
+        return True
+
     def problem_statement(self, parent: Agent, context: ProposalContext) -> str:
         budget = self.config.context_chars
         statements = dict(context.extra.get("task_statements", {}))
@@ -72,7 +75,7 @@ class SelfModifyProposer:
         problem_dir.chmod(0o755)
         (problem_dir / "problem.md").chmod(0o644)
         with self.llm.gateway(
-            context.job_id, context.log_dir, job_limit=self.config.max_tokens_per_job
+            context.job_id, context.log_dir, job_limit=self.config.max_tokens_per_job, model=context.model
         ) as gateway:
             assert gateway.mount_dir is not None
             spec = RunSpec(

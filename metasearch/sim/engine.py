@@ -128,10 +128,14 @@ def simulate(
     seed: int,
     realism: Realism | None = None,
     wall_time_s: float | None = None,
+    models: Any = None,
+    tokens: float | None = None,
     heldout_tasks: int = 0,
 ) -> SimResult:
     """One run until ``budget`` evaluations (the seed's free ones excluded) have finished, or, with
-    ``wall_time_s``, until no job may start after that much simulated time (jobs in flight finish)."""
+    ``wall_time_s``, until no job may start after that much simulated time (jobs in flight finish), or,
+    with a ``tokens`` budget, until no job may start after that many tokens are spent. ``models`` (see
+    ``models.py``) writes every child with a model it chooses, at that model's token cost."""
     realism = Realism() if realism is None else realism
     tasks = tuple(f"t{i}" for i in range(n_tasks))
     own = getattr(landscape, "task_easiness", None)
@@ -152,22 +156,26 @@ def simulate(
     events: list[tuple[float, int, Job, Any, bool]] = []
     seq = evaluations = expansions = failed = decisions = infra = 0
     exp_in_flight = eval_in_flight = 0
-    tokens = busy = 0.0
+    spent = busy = 0.0
     now = 0.0
-    budget_obj = Budget(evaluations=budget, wall_time_s=wall_time_s)
+    budget_obj = Budget(evaluations=budget, wall_time_s=wall_time_s, tokens=_int(tokens))
     while True:
         while exp_in_flight + eval_in_flight < workers:
             job: Job | None
             if free:
                 job = Evaluate(agent_id="a0", task_id=free.pop(0), job_id=str(seq))
-            elif evaluations >= budget or (wall_time_s is not None and now >= wall_time_s):
+            elif (
+                evaluations >= budget
+                or (wall_time_s is not None and now >= wall_time_s)
+                or (tokens is not None and spent >= tokens)
+            ):
                 break
             else:
                 state = SearchState(
                     tree,
                     tasks,
                     budget_obj,
-                    Usage(evaluations, expansions, wall_time_s=now),
+                    Usage(evaluations, expansions, wall_time_s=now, tokens=int(spent)),
                     exp_in_flight,
                     eval_in_flight,
                     workers,
@@ -186,10 +194,16 @@ def simulate(
                 eval_in_flight += 1
             else:
                 tree.expansion_started(job.parent_id)
-                outcome, duration = world.expansion(job)
-                tokens += (
-                    _lognormal(world.rng, realism.expansion_tokens, 0.5) if realism.expansion_tokens else 0
-                )
+                if models is not None:
+                    outcome, duration, cost = models.expand(world, job, tree)
+                    spent += cost
+                else:
+                    outcome, duration = world.expansion(job)
+                    spent += (
+                        _lognormal(world.rng, realism.expansion_tokens, 0.5)
+                        if realism.expansion_tokens
+                        else 0
+                    )
                 expansions += 1
                 exp_in_flight += 1
             if lost:
@@ -215,18 +229,23 @@ def simulate(
                 tree.expansion_finished(job.parent_id, failed=False)
                 expansions -= 1
                 infra += 1
+                if models is not None:
+                    models.finished(job, None, lost=True)
                 continue
             tree.expansion_finished(job.parent_id, failed=outcome is None)
+            agent_id = None
             if outcome is None:
                 failed += 1
             else:
                 agent_id = f"a{len(tree)}"
                 tree.add_agent(agent_id, job.parent_id)
                 world.add(agent_id, outcome)
+            if models is not None:
+                models.finished(job, agent_id)
     final = scheduler.select_final(
         SearchState(tree, tasks, budget_obj, Usage(evaluations, expansions), 0, 0, workers)
     )
-    extra = {"tokens": tokens, "busy_time": busy, "wall_time": now, "infra_failures": infra}
+    extra = {"tokens": spent, "busy_time": busy, "wall_time": now, "infra_failures": infra}
     return SimResult(
         tree, world.truth, final, evaluations, expansions, failed, decisions, extra, world.heldout
     )
@@ -239,6 +258,10 @@ def _heldout_easiness(own: Any, realism: Realism, n: int, rng: np.random.Generat
     if own is not None:
         return np.asarray(own)[rng.integers(len(own), size=n)]
     return realism.task_easiness(n, rng)
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
 
 
 def _is_free(job: Evaluate, realism: Realism) -> bool:

@@ -131,7 +131,8 @@ def run_gate(
                         f"llm.base_url: {agent_id} uses an LLM (resources.llm) but the study configures no "
                         "endpoint; set llm.base_url (or OPENAI_BASE_URL) or llm.serve"
                     )
-                llm = LLMService(cfg.llm, study_dir=study_dir).start()
+                agents_llm = cfg.llm.arms()[0][1]  # agents call the first model
+                llm = LLMService(agents_llm, study_dir=study_dir).start()
                 if cfg.llm.trace:
                     store.trace_to(study_dir)
             box = sandbox or make_sandbox(s, study=f"{archive.study}-promote", untrusted=untrusted)

@@ -35,7 +35,7 @@ from metasearch.provenance import RECORD_NAME, headline, read_record
 from metasearch.tracking import store
 from metasearch.tracking.batch import STUDY, Batch, NewRun, flatten, log_params
 from metasearch.tracking.lineage import lineage_html, lineage_svg, nodes_from_tree
-from metasearch.tracking.replay import JournalReplay, config_data
+from metasearch.tracking.replay import JournalReplay, config_data, model_params
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +99,9 @@ class JournalMirror:
             tags = utf8_text(tags)
             study_run = client.create_run(exp, run_name=study, tags=tags).info.run_id
         # Every time, not only on creation: a crash may have come between the two (same values: no-op).
-        log_params(
-            client, study_run, {**flatten(config_data(self.study_dir)), "study_dir": str(self.study_dir)}
-        )
+        config = config_data(self.study_dir)
+        params = {**flatten(config), **model_params(config), "study_dir": str(self.study_dir)}
+        log_params(client, study_run, params)
         provenance_to_run(client, study_run, self.study_dir)
         runs: dict[str, str] = {}
         for run in sorted(store.runs_by_kind(client, exp, "agent"), key=lambda r: r.info.start_time or 0):

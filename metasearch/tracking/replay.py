@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from metasearch.archive.journal import utf8_text
+from metasearch.archive.tally import ModelLedger
 from metasearch.config import load_config_data
 from metasearch.schedulers.base import SearchState
 from metasearch.schedulers.cmp import SearchTree
 from metasearch.schedulers.final import agent_stats, select_final
 from metasearch.tracking import store
-from metasearch.tracking.batch import STUDY, Batch, NewRun, scalar_items
+from metasearch.tracking.batch import STUDY, Batch, NewRun, flatten, scalar_items
 from metasearch.types import Agent, Usage
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ _AGENT_META_PARAMS = {
 DIFF_ARTIFACT = "proposal.diff.txt"
 _STATISTICS = frozenset({"agent_added", "evaluation_recorded", "expansion_failed", "usage"})
 _STATUS_OPS = frozenset({"agent_added", "evaluation_recorded", "job_started", "job_abandoned"})
+MODEL_METRICS = ("expansions", "children", "better", "mean_gain", "gain_per_mtok", "tokens", "cost_usd")
 
 
 class JournalReplay:
@@ -76,6 +78,7 @@ class JournalReplay:
         self._ts_ms = 0
         self._select = _final_selector(self.study_dir)
         self._model = _configured_model(self.study_dir)
+        self.models = ModelLedger()  # per meta-agent model: what its expansions spent and earned
 
     def best_belief(self) -> str | None:
         """The agent the study's final-selection rule picks now."""
@@ -115,6 +118,7 @@ class JournalReplay:
 
     def _apply(self, event: dict[str, Any], batch: Batch | None) -> None:
         op = event.get("op")
+        self.models.apply(event)
         if op in _STATUS_OPS:
             self._track_open(op, event)
         if op in _STATISTICS:  # series points carry the time of the last statistic, not of a heartbeat
@@ -309,6 +313,10 @@ class JournalReplay:
             batch.metric(STUDY, key, value, ts, step)
         for kind, count in self.failed_kinds.items():
             batch.metric(STUDY, f"expansions_failed.{safe_name(kind)}", count, ts, step)
+        for name, tally in self.models.tallies().items():
+            for key in MODEL_METRICS:
+                if tally[key] is not None:
+                    batch.metric(STUDY, f"models.{safe_name(name)}.{key}", tally[key], ts, step)
         for agent_id in self._touched:
             s, n = self.tree.clade(agent_id)
             batch.metric(agent_id, "cmp", s / n, ts, step)
@@ -352,6 +360,17 @@ def config_data(study_dir: Path) -> dict[str, Any]:
     except (OSError, yaml.YAMLError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def model_params(data: dict[str, Any]) -> dict[str, str]:
+    """``llm.models`` of a config as one param per entry and key (``llm.models.<name>.base_url``)."""
+    llm = data.get("llm") if isinstance(data.get("llm"), dict) else {}
+    out: dict[str, str] = {}
+    for entry in (llm or {}).get("models") or []:
+        if isinstance(entry, dict) and entry.get("name"):
+            rest = {k: v for k, v in entry.items() if k != "name"}
+            out.update(flatten(rest, f"llm.models.{entry['name']}."))
+    return out
 
 
 def _configured_model(study_dir: Path) -> str | None:

@@ -28,6 +28,7 @@ JSON_KEYS = [
     "provenance",  # added later: keys are only ever added, never changed
     "retired_tasks",
     "expansions_failed_by_kind",
+    "models",
 ]
 
 
@@ -109,7 +110,7 @@ def test_json_is_unchanged(tmp_path: Path) -> None:
         "wall_time_s": [None, 540.0],
     }
     assert data["running"] == 2 and data["best"] == "a00000" and data["finished"] is None
-    assert data["retired_tasks"] == {}
+    assert data["retired_tasks"] == {} and data["models"] == {}  # no LLM, no model chosen
     human = subprocess.run(
         [sys.executable, "-m", "metasearch.cli", "status", str(study)],
         capture_output=True,
@@ -152,3 +153,40 @@ def test_failed_expansions_are_counted_by_class(tmp_path: Path) -> None:
     assert data["expansions_failed"] == 3
     assert data["expansions_failed_by_kind"] == {"no_edit": 2, "truncated": 1}
     assert list(data["expansions_failed_by_kind"]) == ["no_edit", "truncated"]  # most frequent first
+
+
+def test_models_are_tallied(tmp_path: Path) -> None:
+    """Per meta-agent model: expansions, children, children better than the parent on the same tasks,
+    mean gain, gain per million tokens, tokens and cost, in the table and in ``--json``."""
+    study, archive = make_study(tmp_path, open_jobs=False)
+    try:
+        for i, (model, tokens) in enumerate([("smol", 400), ("gemma", 1000), ("smol", 600)]):
+            job = Expand(parent_id="a00000", job_id=f"x{i}")
+            archive.start_job(job)
+            archive.choose_model(job.job_id, lambda ledger, m=model: m)
+            archive.add_usage(job.job_id, tokens, 0.002 if model == "gemma" else 0.0)
+            if i < 2:
+                archive.fail_expansion(job, "proposer failed: no edit", kind="no_edit")
+        # x2 is still running; the child a00001 from make_study was written without a model
+    finally:
+        archive.close()
+    data = status_json(study)
+    assert list(data)[-1] == "models"
+    assert data["models"]["smol"] == {
+        "expansions": 1,
+        "children": 0,
+        "better": 0,
+        "mean_gain": None,
+        "gain_per_mtok": 0.0,
+        "tokens": 1000,
+        "cost_usd": 0.0,
+        "running": 1,
+    }
+    assert data["models"]["gemma"]["cost_usd"] == 0.002
+    lines = render(study, 0.0).splitlines()
+    header = next(line for line in lines if "gain / Mtok" in line)
+    assert cells(header.replace("┃", "│")) == [
+        "model", "expansions", "children", "better", "mean gain", "gain / Mtok", "tokens", "cost"
+    ]  # fmt: skip
+    assert row(lines, "smol") == ["smol", "1 (+1 running)", "0", "0", "-", "0.000", "1000", "$0.00"]
+    assert row(lines, "gemma") == ["gemma", "1", "0", "0", "-", "0.000", "1000", "$0.00"]
