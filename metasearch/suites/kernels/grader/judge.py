@@ -42,9 +42,7 @@ candidate's. The judge draws the secret seeds and then:
    ``tampered_runtime``, ``called_reference``, ``multithreaded``). A candidate can silence this report, but
    then the judge's own measurements above are all that count, and its timers are not among them.
 
-Score: 0 unless correct and no disqualifying flag; 0.1 for correct but not measurably faster (the 95%
-bootstrap CI's lower end at most ``MIN_GAIN``); faster: 0.1 + 0.9 * min(1, log(speedup) / log(10)). A
-speedup above the task's ``ceiling`` is flagged ``speedup_above_ceiling`` and scored 0.1.
+What the measurements add up to (flags, the speedup, the score) is ``verdict.py``.
 """
 
 from __future__ import annotations
@@ -65,7 +63,8 @@ import room
 import shared
 from compare import compare, digest_of, same_array, same_bytes
 from room import OOM_FIRST, OOM_SETTABLE, oom_priority
-from rounds import Round, Timing, bootstrap, charged_time, typical, waiting
+from rounds import Round, Timing, typical
+from verdict import Accounted, failed, verdict
 from workers import (
     Accounting,
     Worker,
@@ -77,8 +76,6 @@ from workers import (
     worker_env,
 )  # fmt: skip
 
-FULL_CREDIT_SPEEDUP = 10.0
-MIN_GAIN = 1.05  # the CI's lower end must clear this to count as faster: timing noise is not a speedup
 TARGET_BATCH_S = 0.005  # a timed command lasts at least this long: the round trip is then ~1% of it
 MAX_BATCH = 1000
 # The inputs and outputs of one batch stay within the last-level cache, so that each call finds its inputs
@@ -96,13 +93,6 @@ MAX_REPS = 100
 INPUT_CHECKS = 3  # timed rounds (at least) whose inputs come back to be compared
 MIN_ROUNDS = 10  # whatever the configured repetitions: a low quantile of fewer rounds is one lucky call
 EMPTY_TRIPS = 25
-UNDISTURBED = 1.25  # up to this much slower is noise; beyond it the speedup uses the reference timed alone
-OUTSIDE_CPU = (0.05, 0.05)  # allowed CPU outside the candidate's commands: fraction of their wall, plus s
-HELPER_CPU = (0.05, 0.01)  # allowed CPU of other processes of the candidate's while timed: fraction, plus s
-DISQUALIFYING = (
-    "modified_inputs", "tampered_timer", "tampered_runtime", "called_reference", "multithreaded",
-    "stale_output", "work_outside_timing", "reference_disturbed",
-)  # fmt: skip
 TIMERS = ("time.", "torch.cuda.synchronize", "torch.cuda.Event")
 
 
@@ -114,18 +104,6 @@ class CandidateFailed(Exception):
 
 class GraderFailed(Exception):
     """The reference or the judge itself failed: a task or infrastructure fault, never the candidate's."""
-
-
-def score_from(correct: bool, speedup: float, ci_low: float, flags: list[str]) -> float:
-    if not correct or any(f in flags for f in DISQUALIFYING):
-        return 0.0
-    if "speedup_above_ceiling" in flags or ci_low <= MIN_GAIN:
-        return 0.1
-    return 0.1 + 0.9 * min(1.0, math.log(speedup) / math.log(FULL_CREDIT_SPEEDUP))
-
-
-def failed(reason: str, flags: list[str] | None = None) -> dict[str, Any]:
-    return {"score": 0.0, "metrics": {"correct": 0.0}, "flags": flags or [], "error": reason}
 
 
 def judge(args: argparse.Namespace) -> dict[str, Any]:
@@ -187,7 +165,13 @@ class Session:
         cpu_total = self.cpu.candidate()
         self._stop_candidate()
         solo = [self._solo_round(timing.n) for _ in range(max(5, timing.reps // 2))]
-        return self._verdict(timing, solo, cpu_total)
+        accounted = Accounted(
+            cpu_total - self.cand.cpu_inside, self.cand.cpu_inside, self.cand.wall_inside,
+            self.helper_cpu, self.overhead,
+        )  # fmt: skip
+        return verdict(
+            timing, solo, accounted, self.flags, self.changed, float(self.task.get("ceiling", 1000.0))
+        )
 
     # -- correctness -------------------------------------------------------------------------------
 
@@ -468,51 +452,6 @@ class Session:
         ) != os.getpriority(os.PRIO_PROCESS, 0):
             self._flag("reference_disturbed")
             os.sched_setaffinity(pid, os.sched_getaffinity(0))
-
-    def _verdict(self, timing: Timing, solo: list[float], cpu_total: float) -> dict[str, Any]:
-        cand, flags = self.cand, self.flags
-        ref_calls = [r.call for r in timing.ref]
-        cand_s, charged, charged_idle, own = charged_time(timing.cand, timing.ref)
-        why = []  # what found work outside the timed command, for the error
-        out_of_sight = cand_s - typical([c.call for c in timing.cand])
-        if out_of_sight > 0.5 * cand_s:
-            why.append(f"{out_of_sight * 1e3:.3g} of its {cand_s * 1e3:.3g} ms a call charged")
-        outside = cpu_total - cand.cpu_inside
-        if outside > OUTSIDE_CPU[1] + OUTSIDE_CPU[0] * cand.wall_inside:
-            why.append(f"{outside:.3g} s of CPU between commands")
-        # work handed to another process of the candidate's while it was timed (the clocks read between
-        # commands count the worker process alone): no kernel needs one
-        timed = timing.n * sum(c.call for c in timing.cand)
-        if self.helper_cpu > HELPER_CPU[1] + HELPER_CPU[0] * timed:
-            why.append(f"{self.helper_cpu:.3g} s of CPU in its other processes while timed")
-        if why:
-            self._flag("work_outside_timing")
-        if cand.cpu_inside > 1.25 * cand.wall_inside + 0.05:
-            self._flag("multithreaded")
-        beside, solo_s = typical(ref_calls), typical(solo)
-        ref_s = beside if beside <= UNDISTURBED * solo_s else solo_s
-        speedup = ref_s / max(cand_s, 1e-12)
-        lo, hi = bootstrap(timing, ref_s / beside)
-        if speedup > float(self.task.get("ceiling", 1000.0)):
-            self._flag("speedup_above_ceiling")
-        score = score_from(True, speedup, lo, flags)
-        faster = score > 0.1
-        metrics = {
-            "correct": 1.0, "speedup": speedup, "ci_low": lo, "ci_high": hi, "ref_ms": ref_s * 1000,
-            "cand_ms": cand_s * 1000, "ref_beside_ms": beside * 1000, "ref_solo_ms": solo_s * 1000, "charged_ms": charged * 1000,
-            "charged_idle_ms": charged_idle * 1000,
-            "waited_ms": waiting(timing.cand, timing.ref)[0] * 1000,
-            "rounds_ms": own * 1000,
-            "outside_cpu_ms": outside * 1000, "helper_cpu_ms": self.helper_cpu * 1000, "overhead_us": self.overhead * 1e6, "batch": float(timing.n),
-            "reps": float(timing.reps), "fast_0": float(not flags), "fast_1": float(faster and speedup > 1.0),
-            "fast_2": float(faster and speedup > 2.0),
-        }  # fmt: skip
-        error = None if score > 0 else f"rejected: {', '.join(flags)}"
-        if error and why:
-            error += f" ({'; '.join(why)})"
-        if error and self.changed:
-            error += f" (changed: {', '.join(self.changed[:5])})"
-        return {"score": score, "metrics": metrics, "flags": flags, "error": error}
 
 
 @contextlib.contextmanager
