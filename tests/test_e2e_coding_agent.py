@@ -73,6 +73,8 @@ def test_the_coding_agent_fixes_a_code_edit_bug(docker_sandbox_factory: Any, tmp
     )
     transcript = [json.loads(x) for x in (log_dir / "llm.jsonl").read_text().splitlines()]
     assert len(transcript) == len(llm.requests) == 3 and service.meter.job("job-1").calls == 3
+    # every turn is capped (the seed's max_reply_tokens knob): a small model left uncapped fills its context
+    assert {r.get("max_tokens") for r in llm.requests} == {768}
 
 
 WRITE_KERNEL = """The reference loops over rows; one fused library call does the same.

@@ -37,10 +37,19 @@ def _connection(timeout: float) -> tuple[http.client.HTTPConnection, str, dict]:
     return _UnixConnection(socket_path, timeout), "/v1", {}
 
 
-def chat(messages: list[dict], *, temperature: float = 0.2, timeout: float = 600.0) -> str:
-    """One chat completion; raises RuntimeError with the endpoint's message on any HTTP error."""
+def chat(
+    messages: list[dict],
+    *,
+    temperature: float = 0.2,
+    max_tokens: int | None = None,
+    timeout: float = 600.0,
+) -> str:
+    """One chat completion of at most ``max_tokens`` (None: as long as the endpoint allows); raises
+    RuntimeError with the endpoint's message on any HTTP error."""
     conn, prefix, headers = _connection(timeout)
-    request = {"messages": messages, "temperature": temperature}
+    request: dict = {"messages": messages, "temperature": temperature}
+    if max_tokens:
+        request["max_tokens"] = max_tokens
     if os.environ.get("OPENAI_MODEL"):
         request["model"] = os.environ["OPENAI_MODEL"]
     try:

@@ -41,7 +41,12 @@ def episode(task: str, cwd: Path, knobs: dict, chat: Callable[..., str], log=sys
     """Work on ``task`` in ``cwd``; returns the submit summary, or None if the step limit ran out."""
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]
     for step in range(int(knobs.get("max_steps", 30))):
-        reply = chat(messages, temperature=float(knobs.get("temperature", 0.2)))
+        reply = chat(
+            messages,
+            temperature=float(knobs.get("temperature", 0.2)),
+            # a turn is brief reasoning and one command: a small model left uncapped fills its context
+            max_tokens=int(knobs.get("max_reply_tokens", 768)),
+        )
         messages.append({"role": "assistant", "content": reply})
         print(f"--- step {step} model:\n{reply}", file=log, flush=True)
         if re.search(r"^SUBMIT\b", reply, re.MULTILINE):

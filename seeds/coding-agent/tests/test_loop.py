@@ -10,22 +10,25 @@ from coder.solve import read_statement
 class LoopTest(unittest.TestCase):
     def test_runs_commands_until_submit(self):
         replies = iter(["Look first.\n```bash\necho hi > out.txt\n```", "SUBMIT\nwrote out.txt"])
-        seen = []
+        seen, caps = [], []
 
-        def chat(messages, temperature=0.0):
+        def chat(messages, temperature=0.0, max_tokens=None):
             seen.append(messages[-1]["content"])
+            caps.append(max_tokens)
             return next(replies)
 
+        knobs = {"max_steps": 5, "max_reply_tokens": 300}
         with tempfile.TemporaryDirectory() as tmp:
-            summary = episode("task", Path(tmp), {"max_steps": 5}, chat, log=io.StringIO())
+            summary = episode("task", Path(tmp), knobs, chat, log=io.StringIO())
             self.assertEqual((Path(tmp) / "out.txt").read_text(), "hi\n")
         self.assertEqual(summary, "wrote out.txt")
         self.assertIn("exit code 0", seen[-1])
+        self.assertEqual(caps, [300, 300])  # every reply is capped
 
     def test_format_errors_are_reported_and_steps_bounded(self):
         with tempfile.TemporaryDirectory() as tmp:
             summary = episode(
-                "task", Path(tmp), {"max_steps": 2}, lambda m, temperature=0.0: "no block", log=io.StringIO()
+                "task", Path(tmp), {"max_steps": 2}, lambda m, **_: "no block", log=io.StringIO()
             )
         self.assertIsNone(summary)
 
