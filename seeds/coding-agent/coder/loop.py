@@ -40,6 +40,7 @@ def run_command(command: str, cwd: Path, timeout: float, limit: int) -> str:
 def episode(task: str, cwd: Path, knobs: dict, chat: Callable[..., str], log=sys.stdout) -> str | None:
     """Work on ``task`` in ``cwd``; returns the submit summary, or None if the step limit ran out."""
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]
+    unusable = 0  # replies in a row with no single command: a model that loops on one sentence never recovers
     for step in range(int(knobs.get("max_steps", 30))):
         reply = chat(
             messages,
@@ -56,6 +57,10 @@ def episode(task: str, cwd: Path, knobs: dict, chat: Callable[..., str], log=sys
                 else "done"
             )
         blocks = FENCE.findall(reply)
+        unusable = unusable + 1 if len(blocks) != 1 else 0
+        if unusable >= int(knobs.get("max_unusable_replies", 3)):
+            print(f"--- gave up: {unusable} replies in a row without one command", file=log, flush=True)
+            return None
         if len(blocks) != 1:
             observation = "Reply with exactly one ```bash block, or SUBMIT when done."
         else:

@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     knobs = load_knobs(Path(__file__).resolve().parents[1])
     task = f"The task directory is {task_dir} (your shell starts there).\n\n{read_statement(task_dir)}"
     summary = episode(task, task_dir, knobs, chat)
-    print(f"=== result: {summary or 'step limit reached without SUBMIT'}", flush=True)
+    print(f"=== result: {summary or 'no SUBMIT (the step limit, or replies without a command)'}", flush=True)
     return 0 if summary else 1
 
 

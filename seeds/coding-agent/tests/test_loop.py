@@ -32,6 +32,20 @@ class LoopTest(unittest.TestCase):
             )
         self.assertIsNone(summary)
 
+    def test_gives_up_after_replies_in_a_row_without_a_command(self):
+        replies = iter(["no block", "```bash\necho ok\n```", "still none", "none", "none", "SUBMIT\nx"])
+        calls = []
+
+        def chat(messages, **_):
+            calls.append(1)
+            return next(replies)
+
+        with tempfile.TemporaryDirectory() as tmp:
+            knobs = {"max_steps": 10, "max_unusable_replies": 3}
+            summary = episode("task", Path(tmp), knobs, chat, log=io.StringIO())
+        self.assertIsNone(summary)
+        self.assertEqual(len(calls), 5)  # a command in between starts the count again
+
     def test_statement_files(self):
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / "TASK.md").write_text("do it")
