@@ -136,6 +136,9 @@ def fit_study(study_dir: Path) -> dict[str, Any]:
     }
 
 
+PRIOR_STEP_SD = 0.05  # a step's spread when the study admitted no child to measure it by
+
+
 def summary_lines(fit: dict[str, Any]) -> list[str]:
     """What ``metasearch sim calibrate`` prints."""
     step, exp = fit["step"], fit["expansions"]
@@ -155,11 +158,22 @@ def summary_lines(fit: dict[str, Any]) -> list[str]:
     for key, d in fit["durations"].items():
         if d:
             lines.append(f"duration {key}: mean {d['mean']:.1f}s, log-sd {d['sigma']:.2f} (n={d['n']})")
-    rates = fit["task_solve_rates"]
+    rates, trials = fit["task_solve_rates"], fit.get("task_trials", {})
     lines.append(
         f"tasks: {len(rates)}; solve rate min {min(rates.values()):.2f}, median "
         f"{float(np.median(list(rates.values()))):.2f}, max {max(rates.values()):.2f}"
     )
+    if not step["n"]:
+        lines.append(
+            f"warning: no child was admitted, so the study says nothing about how children differ from "
+            f"their parents; --calibrated draws that step from a prior (mean 0, sd {PRIOR_STEP_SD}), and "
+            "tables on this fit compare schedulers on that prior, not on this study"
+        )
+    if trials and max(trials.values()) < 3:
+        lines.append(
+            f"warning: each task was graded at most {max(trials.values())} time(s); --calibrated draws task "
+            "difficulty from wide posteriors around these rates"
+        )
     return lines
 
 
@@ -251,7 +265,7 @@ class calibrated_family:
         step = fit["step"]
         n = max(1, int(step["n"]))
         mean = step["mean"] if step["mean"] is not None else 0.0
-        sd = step["sd_without_noise"] if step["sd_without_noise"] is not None else 0.05
+        sd = step["sd_without_noise"] if step["sd_without_noise"] is not None else PRIOR_STEP_SD
         sd = max(sd, 0.01)
         exp = fit["expansions"]
         rates = np.array(list(fit["task_solve_rates"].values()))

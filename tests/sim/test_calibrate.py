@@ -11,7 +11,7 @@ import pytest
 
 from metasearch.errors import MetasearchError
 from metasearch.sim.bench import run
-from metasearch.sim.calibrate import calibrated_family, fit_study, realism_from_fit
+from metasearch.sim.calibrate import calibrated_family, fit_study, realism_from_fit, summary_lines
 
 
 def write_journal(path: Path, events: list[dict]) -> None:
@@ -121,3 +121,16 @@ def test_cli_sim_calibrate_writes_the_fit(study: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "failure rate 0.333" in result.output
     assert json.loads(out.read_text())["expansions"] == {"admitted": 2, "failed": 1}
+
+
+def test_a_fit_without_children_says_its_step_is_the_prior(study: Path) -> None:
+    """A study whose expansions all failed (a 135M model on kernels) measures no step: the summary says that
+    tables on it show the simulator's prior, and that few gradings per task make wide task posteriors."""
+    fit = fit_study(study)
+    assert not any(line.startswith("warning") for line in summary_lines(fit))  # 2 children, 3 gradings a task
+    fit["step"] = {"mean": None, "sd": None, "sd_without_noise": None, "n": 0, "values": []}
+    fit["task_trials"] = dict.fromkeys(fit["task_trials"], 1)
+    warnings = [line for line in summary_lines(fit) if line.startswith("warning")]
+    assert (
+        len(warnings) == 2 and "no child was admitted" in warnings[0] and "at most 1 time(s)" in warnings[1]
+    )
