@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
 
@@ -21,6 +22,18 @@ def docker_ready() -> str | None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"docker unavailable: {exc}"
     return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist every worker shares the machine's cores with the others: torch code run in a
+    test's own process (the trainer seed in-process, the suites' helpers) gets one thread. Two OpenMP
+    threads per worker on two cores spin against each other: one in-process training took 13-57 s
+    instead of 4 s beside the other worker. Subprocesses inherit it; sandboxes and graders set their own."""
+    if hasattr(config, "workerinput"):
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(name, "1")
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
