@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from test_e2e import check_consistent
 
 from metasearch.llm.serve import free_port
 
@@ -70,12 +71,29 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished quickstart study: the README's command with a smaller budget."""
+def study(tmp_path_factory: pytest.TempPathFactory, docker_reason: str | None) -> Path:
+    """A finished quickstart study: the README's command with a smaller budget, in Docker sandboxes
+    where a daemon answers (as the quickstart does). Both tests of this module read it."""
     where = tmp_path_factory.mktemp("journey")
-    done = cli("run", "configs/quickstart.yaml", *SMALL, "--archive-dir", str(where), "--study", "qs")
+    docker = ["-o", "sandbox.name=docker"] if docker_reason is None else []
+    done = cli(
+        "run", "configs/quickstart.yaml", *SMALL, *docker, "--archive-dir", str(where), "--study", "qs"
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return where / "qs"
+
+
+@pytest.mark.docker
+def test_the_quickstart_runs_a_small_study_in_docker(study: Path, docker_sandbox_factory: Any) -> None:
+    """The main job's result, read back: the journal, the archive's branches and the budget agree, no
+    container is left, and `best` and `tree` show the study (``check_consistent``)."""
+    status = check_consistent(study, 6)
+    assert (
+        status["agents"] >= 2 and status["evaluations"] >= 6 + 2
+    )  # the seed's free evaluations on both tasks
+    best = json.loads(cli("best", str(study), "--json").stdout)
+    assert best["agent_id"] in cli("tree", str(study)).stdout and best["seed_mean"] is not None
+    assert (study / "optuna.journal").exists() and (study / "config.yaml").exists()
 
 
 def wait_for(driver: Any, what: str, found: Any, timeout: float = 90) -> Any:
