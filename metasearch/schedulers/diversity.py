@@ -124,21 +124,25 @@ def cosine_novelty(
 ) -> np.ndarray:
     """GEA's novelty among ``candidates``: the mean cosine distance 1 - z_i.z_j / (|z_i| |z_j| + 1e-8)
     of per-task score vectors, restricted to the tasks both have a result for, to the ``neighbours`` most
-    similar other candidates sharing a task; 1 for a candidate that shares no task with any other."""
+    similar other candidates sharing a task; 1 for a candidate that shares no task with any other.
+
+    Exact, and quadratic in the candidates by definition (nearest neighbours in the whole group); rows
+    are done in chunks that bound memory, and 0/1 scores take the bit-set route."""
     z, h = tree.task_matrix(candidates, tasks)
-    both = h[:, None, :] & h[None, :, :]  # candidates x candidates x tasks
-    zi, zj = np.where(both, z[:, None, :], 0.0), np.where(both, z[None, :, :], 0.0)
-    dot = (zi * zj).sum(axis=2)
-    norms = np.sqrt((zi * zi).sum(axis=2)) * np.sqrt((zj * zj).sum(axis=2))
-    dist = 1.0 - dot / (norms + 1e-8)
-    valid = both.any(axis=2)
-    np.fill_diagonal(valid, False)
-    dist = np.where(valid, dist, np.inf)
-    nearest = np.sort(dist, axis=1)[:, :neighbours]
-    counted = np.isfinite(nearest)
-    total = np.where(counted, nearest, 0.0).sum(axis=1)
-    k = counted.sum(axis=1)
-    return np.divide(total, k, out=np.ones(len(candidates)), where=k > 0)
+    n = len(candidates)
+    out = np.ones(n)
+    for part in _chunks(n, n * len(tasks)):
+        dist, valid = _cosine(z[part], h[part], z, h)
+        rows = np.arange(n)[part]
+        valid[np.arange(len(rows)), rows] = False  # not against itself
+        dist = np.where(valid, dist, np.inf)
+        k = min(neighbours, n)
+        nearest = np.sort(np.partition(dist, k - 1, axis=1)[:, :k] if k < n else dist, axis=1)
+        counted = np.isfinite(nearest)
+        total = np.where(counted, nearest, 0.0).sum(axis=1)
+        found = counted.sum(axis=1)
+        out[part] = np.divide(total, found, out=np.ones(len(rows)), where=found > 0)
+    return out
 
 
 # -- kernels: candidates (sc, hc) against agents (ss, hs), each a scores / has matrix over the same tasks --
@@ -175,6 +179,25 @@ def _dominated(sc: np.ndarray, hc: np.ndarray, ss: np.ndarray, hs: np.ndarray) -
     geq = np.where(both, ss[None, :, :] >= sc[:, None, :], True).all(axis=2)
     gt = (both & (ss[None, :, :] > sc[:, None, :])).any(axis=2)
     return np.asarray((geq & gt).any(axis=1))
+
+
+def _cosine(zc: np.ndarray, hc: np.ndarray, za: np.ndarray, ha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cosine distance of each candidate row to each agent row on their shared tasks, and whether they
+    share one (candidates x agents each)."""
+    if _binary(zc, za):  # on shared tasks: z_i.z_j = |S_i & S_j|, |z_i| ** 2 = |S_i & H_j|
+        (hbc, sbc), (hba, sba) = (_bits(hc), _bits(zc == 1)), (_bits(ha), _bits(za == 1))
+        dot = _popcount(sbc[:, None, :] & sba[None, :, :])
+        norms = np.sqrt(_popcount(sbc[:, None, :] & hba[None, :, :]).astype(np.float64)) * np.sqrt(
+            _popcount(hbc[:, None, :] & sba[None, :, :]).astype(np.float64)
+        )
+        valid = _popcount(hbc[:, None, :] & hba[None, :, :]) > 0
+    else:
+        both = hc[:, None, :] & ha[None, :, :]  # candidates x agents x tasks
+        zi, zj = np.where(both, zc[:, None, :], 0.0), np.where(both, za[None, :, :], 0.0)
+        dot = (zi * zj).sum(axis=2)
+        norms = np.sqrt((zi * zi).sum(axis=2)) * np.sqrt((zj * zj).sum(axis=2))
+        valid = both.any(axis=2)
+    return 1.0 - dot / (norms + 1e-8), valid
 
 
 def _binary(*scores: np.ndarray) -> bool:
