@@ -4,7 +4,9 @@ For every agent: its own (successes, trials) — a score in [0, 1] counts as tha
 and the same sums over its clade (the agent and all its descendants), kept current incrementally by
 walking the ancestor path once per result (O(depth)), never by re-walking the tree. Also: evaluations in
 flight, expansions in flight, failed expansions, children, which tasks each agent has been given, and
-each agent's (counted) score per finished task, what diversity-aware parent choice compares.
+each agent's (counted) score per finished task, what diversity-aware parent choice compares: as a dict
+per agent (``scores``) and as agents x tasks matrices (``task_matrix``), kept current per result so a
+decision reads any agents' rows without a Python loop over the archive.
 
 An evaluation with integrity flags (the grader saw tampering, stale output, work outside the timing...)
 counts as a failure: score 0 in the agent's own and every clade sum, whatever score it reported, so a
@@ -30,7 +32,9 @@ class SearchTree:
         self.children: list[list[int]] = []
         self.seen: list[set[str]] = []
         self.scores: list[dict[str, float]] = []  # per agent: task -> counted score (latest if repeated)
+        self.task_col: dict[str, int] = {}  # task -> its column in task_score / task_has (first result first)
         self._cap = 0
+        self._tcap = 8
         self._grow(capacity)
 
     def _grow(self, capacity: int) -> None:
@@ -69,7 +73,28 @@ class SearchTree:
         self.clade_size = grown(None if first else self.clade_size, np.int64)
         self.flagged = grown(None if first else self.flagged, np.int64)
         self.own_time = grown(None if first else self.own_time, np.float64)
+        self.task_score: np.ndarray  # agents x task columns: the counted score, 0 where there is none
+        self.task_has: np.ndarray  # agents x task columns: the agent has a result on the task
+        self.task_score = _grown_matrix(None if first else self.task_score, capacity, self._tcap, np.float64)
+        self.task_has = _grown_matrix(None if first else self.task_has, capacity, self._tcap, bool)
         self._cap = capacity
+
+    def _column(self, task_id: str) -> int:
+        """The task's column, added (and the matrices widened) on its first result."""
+        col = self.task_col.get(task_id)
+        if col is None:
+            col = self.task_col[task_id] = len(self.task_col)
+            if col == self._tcap:
+                self._tcap *= 2
+                self.task_score = _grown_matrix(self.task_score, self._cap, self._tcap, np.float64)
+                self.task_has = _grown_matrix(self.task_has, self._cap, self._tcap, bool)
+        return col
+
+    def _set_score(self, i: int, task_id: str, score: float) -> None:
+        self.scores[i][task_id] = score
+        col = self._column(task_id)
+        self.task_score[i, col] = score
+        self.task_has[i, col] = True
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -115,7 +140,7 @@ class SearchTree:
                 raise ValueError(f"score must lie in [0, 1], got {score}")
             i = tree.index[agent_id]
             tree.seen[i].add(task_id)
-            tree.scores[i][task_id] = score
+            tree._set_score(i, task_id, score)
             own_s[i] += score
             own_n[i] += 1
             if durations:
@@ -199,7 +224,7 @@ class SearchTree:
         else:
             self.seen[i].add(task_id)
             self.n_seen[i] += 1
-        self.scores[i][task_id] = score
+        self._set_score(i, task_id, score)
         self.own_s[i] += score
         self.own_n[i] += 1
         self.own_time[i] += duration
@@ -232,6 +257,22 @@ class SearchTree:
         """The agent's counted score on each task it has a result for (a copy)."""
         return dict(self.scores[self.index[agent_id]])
 
+    def task_matrix(self, rows: np.ndarray, tasks: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, has) of the agents at indices ``rows`` on ``tasks``, each rows x tasks: the counted
+        score (latest if repeated) and whether there is one; the score is 0 where there is none."""
+        rows = np.asarray(rows, dtype=np.int64)
+        known = [(k, self.task_col[t]) for k, t in enumerate(tasks) if t in self.task_col]
+        cols = np.array([c for _k, c in known], dtype=np.int64)
+        if len(known) == len(tasks):  # the usual case: every task has a result somewhere
+            return self.task_score.take(rows, 0).take(cols, 1), self.task_has.take(rows, 0).take(cols, 1)
+        scores = np.zeros((len(rows), len(tasks)))
+        has = np.zeros((len(rows), len(tasks)), dtype=bool)
+        if known:
+            pos = [k for k, _c in known]
+            scores[:, pos] = self.task_score.take(rows, 0).take(cols, 1)
+            has[:, pos] = self.task_has.take(rows, 0).take(cols, 1)
+        return scores, has
+
     def is_flagged(self, agent_id: str) -> bool:
         return bool(self.flagged[self.index[agent_id]])
 
@@ -257,6 +298,13 @@ class SearchTree:
         view = arr.view()
         view.flags.writeable = False
         return view
+
+
+def _grown_matrix(old: np.ndarray | None, rows: int, cols: int, dtype: type) -> np.ndarray:
+    new: np.ndarray = np.zeros((rows, cols), dtype=dtype)
+    if old is not None:
+        new[: old.shape[0], : old.shape[1]] = old
+    return new
 
 
 def counted(score: float, flags: Sequence[str]) -> float:

@@ -25,6 +25,8 @@ twice the mean time needs a draw 2 ** cost_exponent times higher). Two diversity
 choice only, comparing agents' per-task results on the tasks they share (``diversity.py``): ``novelty``
 adds ``novelty`` x (the candidate's mean distance to the other agents' per-task scores) to its clade draw,
 and ``pareto_parents`` draws only among parents no agent dominates task by task (all when none is left).
+Once more than 256 agents have results, both compare with a random sample of 256 of them and consider
+only the 64 highest parent draws, so a decision's work stays bounded (``diversity.choose_at_scale``).
 """
 
 from __future__ import annotations
@@ -112,21 +114,36 @@ class HGMScheduler(BaseScheduler):
 
     def choose_parent(self, state: SearchState, parents: np.ndarray, rng: np.random.Generator) -> int:
         tree = state.tree
+        diverse = self.config.pareto_parents or self.config.novelty > 0
+        if diverse and diversity.at_scale(tree):  # bounded work: a sample of the archive, the top draws
+            s, f = self.clade_counts(state, parents)
+            tau = self.tau(state)
+            draws = rng.beta(tau * (1.0 + s), tau * (1.0 + f))
+            pick = diversity.choose_at_scale(
+                tree, state.tasks, parents, draws, self.config.novelty, self.config.pareto_parents, rng
+            )
+            return int(parents[pick])
         if self.config.pareto_parents:
             front = diversity.pareto_front(tree, state.tasks, parents)
             parents = front if len(front) else parents
-        s = tree.view("clade_s")[parents]
-        f = tree.view("clade_n")[parents] - s
-        if self.config.pending_aware:
-            f = f + tree.view("pending_expansions")[parents]
-        if self.config.count_failed_expansions:
-            f = f + tree.view("failed")[parents]
+        s, f = self.clade_counts(state, parents)
         if self.config.novelty <= 0:
             return int(parents[thompson_argmax(s, f, rng, self.tau(state))])
         tau = self.tau(state)
         draws = rng.beta(tau * (1.0 + s), tau * (1.0 + f))
         draws = draws + self.config.novelty * diversity.novelty(tree, state.tasks, parents)
         return int(parents[int(np.argmax(draws))])
+
+    def clade_counts(self, state: SearchState, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(successes, failures) of each parent's clade, with the virtual failures the options add."""
+        tree = state.tree
+        s = tree.view("clade_s")[parents]
+        f = tree.view("clade_n")[parents] - s
+        if self.config.pending_aware:
+            f = f + tree.view("pending_expansions")[parents]
+        if self.config.count_failed_expansions:
+            f = f + tree.view("failed")[parents]
+        return s, f
 
     def choose_agent(self, state: SearchState, candidates: np.ndarray, rng: np.random.Generator) -> int:
         tree = state.tree
