@@ -23,6 +23,7 @@ from metasearch.manifest import format_validation_error
 from metasearch.proposers.gate import GateConfig
 from metasearch.registry import PROPOSERS, SCHEDULERS, SUITES, Registry, construct
 from metasearch.sandboxes.config import SandboxSection
+from metasearch.suites.protocol import Suite
 from metasearch.types import Budget
 
 
@@ -209,7 +210,7 @@ def load_config_data(data: Mapping[str, Any], overrides: Sequence[str] = ()) -> 
     for section, registry in PLUGIN_SECTIONS.items():
         spec: PluginSection = getattr(config, section)
         try:
-            cls = registry.resolve(spec.name)
+            cls = suite_class(spec.name) if registry is SUITES else registry.resolve(spec.name)
         except ConfigError as exc:
             problems.append(str(exc))
             continue
@@ -250,10 +251,29 @@ def study_config(study_dir: Path) -> Config:
     return load_config_data(yaml.safe_load(config_path.read_text()) or {}).config
 
 
-def build_suite(name: str, cfg: Config | None = None) -> Any:
+def build_suite(name: str, cfg: Config | None = None) -> Suite:
     """Suite ``name`` with the options of ``cfg.suite`` when that config uses the same suite, else its
-    defaults. ConfigError names the suite when it is unknown or its options do not validate."""
-    return SUITES.create(name, cfg.suite.options() if cfg is not None and cfg.suite.name == name else {})
+    defaults. ConfigError names the suite when it is unknown, is not a ``Suite`` or its options do not
+    validate."""
+    suite_class(name)
+    suite: Suite = SUITES.create(
+        name, cfg.suite.options() if cfg is not None and cfg.suite.name == name else {}
+    )
+    return suite
+
+
+def suite_class(name: str) -> type[Suite]:
+    """The suite class registered as ``name`` (or named ``module:Class``). ConfigError when it is unknown or
+    does not inherit ``Suite``, naming the class and the base: the runner and the study call the base's
+    methods (``needs``, ``learn``, ...) without asking whether a suite has them."""
+    cls = SUITES.resolve(name)
+    if not (isinstance(cls, type) and issubclass(cls, Suite)):
+        where = f"{getattr(cls, '__module__', '?')}:{getattr(cls, '__qualname__', type(cls).__name__)}"
+        raise ConfigError(
+            f"suite.name: {name!r} ({where}) does not inherit metasearch.suites.protocol.Suite; a suite "
+            "subclasses it, implements tasks, prepare and grade, and keeps the base's defaults for the rest"
+        )
+    return cls
 
 
 def _deepcopy(data: Any) -> Any:

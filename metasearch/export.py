@@ -136,5 +136,5 @@ def prepare_task(
         "task_id": task_id,
         "task_dir": str(task_dir),
         "input": str(dest / "input.json"),
-        "artifact_path": str(getattr(suite, "artifact_path", "")),
+        "artifact_path": suite.artifact_path,
     }

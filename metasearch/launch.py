@@ -149,9 +149,7 @@ def create(resolved: ResolvedConfig, study_dir: Path, *, callbacks: Sequence[Cal
     resolved = with_drawn_secrets(resolved)
     # Build the plugins once before anything is written, so a plugin that cannot work fails cleanly.
     suite = resolved.plugins["suite"].create()
-    needs = getattr(suite, "needs", None)
-    if callable(needs):  # e.g. a harness package the suite grades with
-        needs()
+    suite.needs()  # e.g. a harness package the suite grades with
     resolved.plugins["proposer"].create(study_dir=study_dir, llm=resolved.config.llm)
     preflight_executor(resolved)
     study_id = uuid.uuid4().hex

@@ -132,8 +132,8 @@ def print_plan(resolved: ResolvedConfig, study_dir: Path, out: Console) -> Confi
         suite = resolved.plugins["suite"].create()
         tasks = list(suite.tasks())
         shown = ", ".join(t.id for t in tasks[:6]) + (" …" if len(tasks) > 6 else "")
-        note = getattr(suite, "plan_note", None)  # e.g. which device a suite grades on
-        detail = f"; {note()}" if callable(note) else ""
+        note = suite.plan_note()  # e.g. which device a suite grades on
+        detail = f"; {note}" if note else ""
         table.add_row("suite", f"{suite.name} ({len(tasks)} tasks: {shown}{detail})")
     except ConfigError:
         table.add_row("suite", f"{cfg.suite.name} {cfg.suite.options()} [yellow](not ready here)[/]")

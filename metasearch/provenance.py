@@ -31,7 +31,6 @@ import metasearch
 from metasearch.errors import ArchiveError, MetasearchError
 from metasearch.llm.config import endpoint_configured
 from metasearch.sandboxes.images import default_image_tag, recipe
-from metasearch.suites.protocol import grader_files
 
 if TYPE_CHECKING:
     from metasearch.config import ResolvedConfig
@@ -186,7 +185,7 @@ def suite_record(resolved: ResolvedConfig, suite: Suite) -> dict[str, Any]:
     return {
         "name": resolved.config.suite.name,
         "options": options,
-        "content_hash": getattr(suite, "content_hash", None),
+        "content_hash": suite.content_hash,
         "tasks": {task.id: task_hash(suite, task) for task in suite.tasks()},
     }
 
@@ -206,7 +205,7 @@ def task_hash(suite: Suite, task: Any) -> str:
                 continue
             data = str(path.readlink()).encode() if path.is_symlink() else path.read_bytes()
             digest.update(f"{rel.as_posix()}\0{len(data)}\0".encode() + data)
-    for name, text in sorted(grader_files(suite, task.id).items()):
+    for name, text in sorted(suite.grader_files(task.id).items()):
         digest.update(f"grader:{name}\0".encode() + text.encode())
     return digest.hexdigest()[:16]
 

@@ -82,10 +82,8 @@ def _suite_checks(resolved: ResolvedConfig) -> list[Check]:
     except ConfigError as exc:
         return [gap(exc)]
     checks = []
-    needs = getattr(suite, "needs", None)
     try:
-        if callable(needs):
-            needs()
+        suite.needs()
     except ConfigError as exc:
         checks.append(gap(exc))
     try:

@@ -6,7 +6,6 @@ ExpansionRejected); infrastructure faults come back as InfraFailure so the study
 
 from __future__ import annotations
 
-import functools
 import logging
 import tempfile
 import time
@@ -28,7 +27,7 @@ from metasearch.proposers.gate import GateConfig, Verdict, check, smoke_check
 from metasearch.sandboxes.protocol import GIT_SAFE_ENV, ExecResult, Limits, Mount, RunSpec, Sandbox
 from metasearch.sandboxes.transfer import copy_nofollow, links_out_of, worktree_tampering
 from metasearch.schedulers import model_choice
-from metasearch.suites.protocol import Suite, Task, TaskResult, grader_files
+from metasearch.suites.protocol import Suite, Task, TaskResult
 from metasearch.types import Agent, Evaluate, Evaluation, Expand, Job, Proposal
 
 if TYPE_CHECKING:
@@ -248,7 +247,7 @@ class Runner:
             extra={
                 "failed_job_ids": [f.get("job_id") for f in list(index.failed_expansions)],
                 "task_statements": {t.id: t.statement for t in self.tasks.values()},
-                "grader_files": functools.partial(grader_files, self.suite),
+                "grader_files": self.suite.grader_files,
             },
         )
 

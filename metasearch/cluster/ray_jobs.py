@@ -10,7 +10,6 @@ left behind.
 
 from __future__ import annotations
 
-import functools
 import io
 import socket
 import tarfile
@@ -28,7 +27,7 @@ from metasearch.runner import evaluate_in_sandbox
 from metasearch.sandboxes.auto import make_sandbox
 from metasearch.sandboxes.config import SandboxSection
 from metasearch.sandboxes.protocol import Limits, Sandbox
-from metasearch.suites.protocol import Suite, Task, TaskResult, grader_files
+from metasearch.suites.protocol import Suite, Task, TaskResult
 from metasearch.types import Agent
 
 
@@ -154,7 +153,7 @@ def propose(
         log_dir.mkdir()
         unpack(code, workspace)
         extra = dict(shipped.pop("extra"))
-        extra["grader_files"] = functools.partial(grader_files, suite)
+        extra["grader_files"] = suite.grader_files
         context = ProposalContext(
             study_dir=study_dir,
             log_dir=log_dir,

@@ -35,7 +35,7 @@ from metasearch.errors import ConfigError
 from metasearch.sandboxes.protocol import Sandbox
 from metasearch.suites.kernels import cuda_available, grade_kernel
 from metasearch.suites.kernels.footprint import Footprint, estimate, machine_mb
-from metasearch.suites.protocol import Task, TaskResult
+from metasearch.suites.protocol import Suite, Task, TaskResult
 
 logger = logging.getLogger(__name__)
 PROBLEM_FILE = re.compile(r"^(\d+)_([\w.-]+)\.py$")  # level 4: "1_EleutherAI-gpt-neo-2p7B_bs32_seq256.py"
@@ -55,7 +55,7 @@ WHERE = {
 }
 
 
-class KernelBenchSuite:
+class KernelBenchSuite(Suite):
     name = "kernelbench"
     description = (
         "KernelBench GPU kernel problems: rewrite a PyTorch reference Model as a faster ModelNew in "

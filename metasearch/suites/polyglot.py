@@ -51,7 +51,7 @@ from metasearch.suites.contract import Judged
 from metasearch.suites.exercise import Exercise, grading_view, hidden
 from metasearch.suites.grading import TESTRUN_MOUNT, run_budget, run_grader, testrun_mount
 from metasearch.suites.kernelbench import hash_files
-from metasearch.suites.protocol import Task, TaskResult
+from metasearch.suites.protocol import Suite, Task, TaskResult
 from metasearch.suites.testrun import scan, verdict
 from metasearch.suites.testrun.exercise_grade import example_targets
 
@@ -154,7 +154,7 @@ IMAGE_FIX = (
 )
 
 
-class PolyglotSuite:
+class PolyglotSuite(Suite):
     name = "polyglot"
     description = (
         "Exercism exercises in six languages: implement the stub solution files in /task/workspace "

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from metasearch.sandboxes.protocol import Sandbox
 
@@ -35,33 +35,50 @@ class TaskResult:
     error: str | None = None
 
 
-@runtime_checkable
-class Suite(Protocol):
-    """A benchmark.
+class Suite(ABC):
+    """A benchmark: the base class of every suite, a user's own (registered as ``module:Class``) included.
 
     The runner calls ``prepare`` to write the *visible* files of a task into a fresh directory that the
     agent's sandbox mounts at ``/task`` (writable). The agent writes its artifact under
     ``/task/<artifact_path>``. The runner then calls ``grade`` with that artifact directory and a
     sandbox; ``grade`` mounts the hidden files itself into a *fresh* sandbox run. ``grade`` must never
     raise for candidate misbehaviour: it returns a TaskResult with ``error`` set.
+
+    A suite sets ``name`` and ``description`` and implements ``tasks``, ``prepare`` and ``grade``. The rest
+    has a default, overridden where the suite has something to say: the class attributes ``artifact_path``
+    (``"output"``), ``needs_docker`` and ``needs_gpu`` (False), ``content_hash`` (None: no digest of loaded
+    data to record), and the methods ``needs``, ``plan_note`` and ``grader_files``.
     """
 
     name: str
     description: str
-    artifact_path: str
-    needs_docker: bool
-    needs_gpu: bool
+    artifact_path: str = "output"
+    needs_docker: bool = False
+    needs_gpu: bool = False
+    content_hash: str | None = None
+    """A digest of the data the suite loaded (an adapter of a user's checkout), recorded in provenance."""
 
+    @abstractmethod
     def tasks(self, subset: str | None = None) -> Sequence[Task]: ...
 
+    @abstractmethod
     def prepare(self, task_id: str, dest: Path) -> None: ...
 
+    @abstractmethod
     def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult: ...
 
+    def needs(self) -> None:
+        """Raises ConfigError, saying what is missing, when this machine cannot run the suite (a harness
+        package, a GPU, a Docker engine). Called before a study starts and by ``doctor``; by default nothing
+        is missing."""
+        return None
 
-def grader_files(suite: object, task_id: str) -> dict[str, str]:
-    """The hidden files that grade ``task_id`` (path -> text), for meta-agents only when a config option
-    explicitly allows it (``proposer.allow_grader_files``). Optional: suites without ``grader_files`` show
-    nothing."""
-    method = getattr(suite, "grader_files", None)
-    return dict(method(task_id)) if callable(method) else {}
+    def plan_note(self) -> str:
+        """One line ``--dry-run`` adds to the suite's row (where grading runs, what is left out); default
+        none."""
+        return ""
+
+    def grader_files(self, task_id: str) -> dict[str, str]:
+        """The hidden files that grade ``task_id`` (path -> text), for meta-agents only when a config option
+        explicitly allows it (``proposer.allow_grader_files``), and hashed into provenance. Default none."""
+        return {}

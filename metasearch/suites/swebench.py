@@ -52,7 +52,7 @@ from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.sandboxes.protocol import Sandbox
 from metasearch.suites.contract import CandidateFailure, GraderFault, Outcome, Verdict
 from metasearch.suites.grading import settle
-from metasearch.suites.protocol import Task, TaskResult
+from metasearch.suites.protocol import Suite, Task, TaskResult
 from metasearch.suites.testrun import scan
 
 REQUIRED = (
@@ -150,7 +150,7 @@ RESULT_MARKERS = (
 )
 
 
-class SWEBenchSuite:
+class SWEBenchSuite(Suite):
     name = "swebench"
     description = (
         "Resolve a GitHub issue in a real Python repository (/testbed, at the issue's base commit); write "

@@ -29,12 +29,12 @@ from typing import Any
 
 from metasearch.archive import GitArchive
 from metasearch.archive.journal import utf8_text
+from metasearch.config import suite_class
 from metasearch.drift import baseline_record
 from metasearch.errors import ArchiveError, ConfigError, InfrastructureError, MetasearchError
 from metasearch.export import REQUIREMENTS, agent_requirements
 from metasearch.manifest import load_manifest
 from metasearch.provenance import RECORD_NAME, conditions_hash, flatten, to_json
-from metasearch.registry import SUITES
 from metasearch.schedulers.final import agent_stats
 from metasearch.tracking import store
 from metasearch.tracking.heldout import Gate, GateResult, run_gate
@@ -243,7 +243,7 @@ def _named(flags: Mapping[str, Sequence[str]]) -> str:
 def _model_config(study_dir: Path, agent_id: str, study: str, timeout_s: float) -> dict[str, Any]:
     suite = (config_data(study_dir).get("suite") or {}).get("name")
     try:
-        artifact_path = str(getattr(SUITES.resolve(suite), "artifact_path", "")) if suite else ""
+        artifact_path = suite_class(suite).artifact_path if suite else ""
     except ConfigError:
         artifact_path = ""
     return {"agent_id": agent_id, "study": study, "artifact_path": artifact_path, "timeout_s": timeout_s}

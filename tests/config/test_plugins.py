@@ -7,10 +7,13 @@ import inspect
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel, ConfigDict
 
-from metasearch.config import load_config_data
+from metasearch.config import build_suite, load_config_data
 from metasearch.errors import ConfigError
 from metasearch.registry import PROPOSERS, SANDBOXES, SCHEDULERS, SUITES, Registry
+from metasearch.sandboxes.protocol import Sandbox
+from metasearch.suites.protocol import Suite, Task, TaskResult
 
 REGISTRIES = (SCHEDULERS, PROPOSERS, SUITES, SANDBOXES)
 PROPOSER_KEYWORDS = {"study_dir", "llm", "knobs_host"}  # what launch, mix and a Ray worker build one with
@@ -57,3 +60,51 @@ def test_mix_member_options_are_checked_with_the_config(options: dict, needle: s
     with pytest.raises(ConfigError) as caught:
         load_config_data({"proposer": proposer})
     assert "proposer.options" in str(caught.value) and needle in str(caught.value)
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PlainSuite:
+    """A suite of the old, structural kind: the three methods and a Config, no base class."""
+
+    Config = _Options
+    name = "plain"
+    description = "one task"
+
+    def __init__(self, config: _Options) -> None:
+        self.config = config
+
+    def tasks(self, subset: str | None = None) -> list[Task]:
+        return [Task(id="plain/1", suite=self.name, statement="x")]
+
+    def prepare(self, task_id: str, dest: Path) -> None:
+        (dest / "output").mkdir()
+
+    def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
+        return TaskResult(1.0)
+
+
+class MinimalSuite(PlainSuite, Suite):
+    """The same suite on the base class: what it does not say, the base's defaults say."""
+
+
+def test_a_suite_plugin_inherits_the_base_class_and_gets_its_defaults() -> None:
+    plain = f"{__name__}:PlainSuite"
+    for build in (lambda: load_config_data({"suite": {"name": plain}}), lambda: build_suite(plain)):
+        with pytest.raises(ConfigError) as caught:
+            build()
+        assert f"{__name__}:PlainSuite) does not inherit metasearch.suites.protocol.Suite" in str(
+            caught.value
+        )
+    suite = load_config_data({"suite": {"name": f"{__name__}:MinimalSuite"}}).plugins["suite"].create()
+    assert isinstance(suite, Suite) and not isinstance(PlainSuite(_Options()), Suite)
+    suite.needs()  # nothing is missing
+    assert (suite.artifact_path, suite.needs_docker, suite.needs_gpu, suite.content_hash) == (
+        "output",
+        False,
+        False,
+        None,
+    )
+    assert suite.plan_note() == "" and suite.grader_files("plain/1") == {}

@@ -14,7 +14,7 @@ from metasearch.proposers.gate import GateConfig, changed_paths, check
 from metasearch.runner import Runner
 from metasearch.sandboxes.local import LocalSandbox
 from metasearch.sandboxes.protocol import Sandbox
-from metasearch.suites.protocol import Task, TaskResult
+from metasearch.suites.protocol import Suite, Task, TaskResult
 from metasearch.types import Agent, Expand, Proposal
 
 MANIFEST = """
@@ -132,12 +132,9 @@ def _improve(ws: Path) -> None:
     (ws / "notes.log").write_text("ignored, never committed\n")
 
 
-class _NoTasks:
+class _NoTasks(Suite):
     name = "s"
     description = "d"
-    artifact_path = "output"
-    needs_docker = False
-    needs_gpu = False
 
     def tasks(self, subset: str | None = None) -> list[Task]:
         return []

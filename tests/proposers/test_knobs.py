@@ -15,7 +15,7 @@ from metasearch.proposers.base import ProposalContext, ProposalFailed
 from metasearch.proposers.knobs import MAX_KNOBS_BYTES, OPTUNA_STUDY, TRIAL_META, KnobsProposer, read_knobs
 from metasearch.runner import Runner
 from metasearch.sandboxes.local import LocalSandbox
-from metasearch.suites.protocol import Task, TaskResult
+from metasearch.suites.protocol import Suite, Task, TaskResult
 from metasearch.types import Agent, Evaluation, Expand
 
 MANIFEST = """
@@ -312,12 +312,9 @@ def test_the_reader_refuses_paths_that_leave_the_tree(tmp_path: Path) -> None:
     assert read_knobs(tmp_path, "missing.json") == {}
 
 
-class _OneTask:
+class _OneTask(Suite):
     name = "s"
     description = "d"
-    artifact_path = "output"
-    needs_docker = False
-    needs_gpu = False
 
     def tasks(self, subset: str | None = None) -> list[Task]:
         return [Task(id="t1", suite="s", statement="x", timeout_s=60)]

@@ -194,13 +194,10 @@ def test_the_tool_loop_edits_the_workspace_in_a_sandbox_session(tmp_path: Path) 
 
 
 def test_grader_files_reach_the_prompt_only_when_allowed(tmp_path: Path) -> None:
-    import functools
-
     from metasearch.proposers.base import ProposalContext
     from metasearch.proposers.llm import LLMProposer
     from metasearch.sandboxes.local import LocalSandbox
     from metasearch.suites.code_edit import CodeEditSuite
-    from metasearch.suites.protocol import grader_files
     from metasearch.types import Agent, Evaluation
 
     seed = write_seed(tmp_path / "seed")
@@ -214,7 +211,7 @@ def test_grader_files_reach_the_prompt_only_when_allowed(tmp_path: Path) -> None
         parent_evaluations=[
             Evaluation("e1", parent.id, "code-edit/textstats", 0.2, error="2 of 6 hidden tests pass")
         ],
-        extra={"grader_files": functools.partial(grader_files, CodeEditSuite())},
+        extra={"grader_files": CodeEditSuite().grader_files},
     )
     hidden_test = "def test_"
     for allowed in (False, True):

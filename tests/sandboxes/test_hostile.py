@@ -41,7 +41,7 @@ from metasearch.runner import Runner, evaluate_in_sandbox
 from metasearch.sandboxes.local import LocalSandbox
 from metasearch.sandboxes.protocol import ExecResult, Limits, Mount, RunSpec
 from metasearch.study import Study
-from metasearch.suites.protocol import Task, TaskResult
+from metasearch.suites.protocol import Suite, Task, TaskResult
 from metasearch.tracking import store
 from metasearch.tracking.mirror import JournalMirror
 from metasearch.tracking.promote import PromotionRefused, promote_agent
@@ -203,14 +203,11 @@ class Case:
     docker: bool = True
 
 
-class OneTaskSuite:
+class OneTaskSuite(Suite):
     """A Suite with one task whose grader only records that it was called (it must not be, for these)."""
 
     name = "hostile"
     description = "write output/answer.txt"
-    artifact_path = "output"
-    needs_docker = False
-    needs_gpu = False
 
     def __init__(self) -> None:
         self.graded: list[Path] = []

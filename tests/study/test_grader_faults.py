@@ -18,7 +18,7 @@ from metasearch.sandboxes.protocol import ExecResult, Mount, RunSpec, Sandbox
 from metasearch.study import Study
 from metasearch.suites.grading import grade
 from metasearch.suites.polyglot import PolyglotSuite
-from metasearch.suites.protocol import Task, TaskResult
+from metasearch.suites.protocol import Suite, Task, TaskResult
 from metasearch.types import Agent, Budget, Evaluate, Proposal
 
 POLYGLOT = Path(__file__).resolve().parents[1] / "suites" / "polyglot_real"
@@ -59,14 +59,11 @@ FAULTS = {
 CANDIDATE = ("candidate_crash", "candidate_timeout")
 
 
-class FaultySuite:
+class FaultySuite(Suite):
     """A suite whose graders misbehave in every way a grader can (a fake implementing ``Suite``)."""
 
     name = "faulty"
     description = "write answer.txt"
-    artifact_path = "output"
-    needs_docker = False
-    needs_gpu = False
 
     def __init__(self, grader_dir: Path) -> None:
         self.grader_dir = grader_dir

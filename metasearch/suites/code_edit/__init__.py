@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.sandboxes.protocol import Mount, Sandbox
 from metasearch.suites.grading import TESTRUN_MOUNT, grade, run_budget, testrun_mount
-from metasearch.suites.protocol import Task, TaskResult
+from metasearch.suites.protocol import Suite, Task, TaskResult
 
 GRADER_DIR = Path(__file__).resolve().parent
 REPOS_DIR = GRADER_DIR / "repos"
@@ -54,7 +54,7 @@ GIT_ENV = {
 }
 
 
-class CodeEditSuite:
+class CodeEditSuite(Suite):
     name = "code-edit"
     description = DESCRIPTION
     artifact_path = "output"

@@ -33,7 +33,7 @@ from metasearch.errors import ConfigError
 from metasearch.sandboxes.protocol import Mount, Sandbox
 from metasearch.suites.grading import run_grader
 from metasearch.suites.kernels.footprint import machine_mb
-from metasearch.suites.protocol import Task, TaskResult
+from metasearch.suites.protocol import Suite, Task, TaskResult
 
 HERE = Path(__file__).resolve().parent
 TASKS_DIR = HERE / "tasks"
@@ -66,7 +66,7 @@ def cuda_available() -> bool:
         return False
 
 
-class KernelsSuite:
+class KernelsSuite(Suite):
     name = "kernels"
     description = DESCRIPTION
     artifact_path = "output"

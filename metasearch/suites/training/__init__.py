@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from metasearch.errors import ConfigError
 from metasearch.sandboxes.protocol import Mount, Sandbox
 from metasearch.suites.grading import grade
-from metasearch.suites.protocol import Task, TaskResult
+from metasearch.suites.protocol import Suite, Task, TaskResult
 from metasearch.suites.training.data import TASKS, generate
 
 GRADER_DIR = Path(__file__).resolve().parent
@@ -37,7 +37,7 @@ DESCRIPTION = (
 )
 
 
-class TrainingSuite:
+class TrainingSuite(Suite):
     name = "training"
     description = DESCRIPTION
     artifact_path = "output"
