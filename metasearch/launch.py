@@ -256,6 +256,8 @@ def _assemble(
     suite: Suite,
 ) -> Launched:
     cfg = resolved.config
+    for task_id, facts in archive.index.learned.items():  # what gradings before a resume learned (runner.py)
+        suite.learn(task_id, facts)
     tasks = {t.id: t for t in suite.tasks()}
     if not tasks:
         raise ConfigError(f"suite: {suite.name!r} lists no tasks for this configuration")

@@ -85,8 +85,16 @@ class Runner:
         task = self.tasks[job.task_id]
         log_dir = self.archive.log_dir(job.job_id)
         started = time.monotonic()
+        try:
+            graded = self._grade(job, task, log_dir)
+        finally:  # also after a grading that failed: the next one starts from what it learned
+            self._journal_learned(job)
+        return self._evaluated(job, graded, started, log_dir)
+
+    def _grade(self, job: Evaluate, task: Task, log_dir: Path) -> TaskResult:
+        """The agent's solve and the grading of its artifact (here; the RayRunner runs them as a Ray task)."""
         with self.archive.checkout(job.agent_id) as agent_dir:
-            graded = evaluate_in_sandbox(
+            return evaluate_in_sandbox(
                 agent_dir,
                 task,
                 self.suite,
@@ -96,7 +104,15 @@ class Runner:
                 log_dir,
                 llm=self.llm,
             )
-        return self._evaluated(job, graded, started, log_dir)
+
+    def _journal_learned(self, job: Evaluate) -> None:
+        """Journal the facts about the job's task that the suite knows and the journal does not yet
+        (``Suite.learned``): a resumed study hands them back to its suite before it grades."""
+        known = self.archive.index.learned.get(job.task_id, {})
+        facts = self.suite.learned().get(job.task_id, {})
+        new = {key: value for key, value in facts.items() if known.get(key) != value}
+        if new:
+            self.archive.learn_task(job.task_id, new, job_id=job.job_id)
 
     def _evaluated(self, job: Evaluate, graded: TaskResult, started: float, log_dir: Path) -> Evaluated:
         """The grade as the study records it (score clipped to [0, 1], duration and log location added)."""

@@ -328,6 +328,11 @@ class GitArchive:
         """Journal that ``task_id`` cannot be graded here: the study evaluates it no more, resumed or not."""
         self.journal.append({"op": "task_retired", "task_id": task_id, "reason": reason})
 
+    def learn_task(self, task_id: str, facts: Mapping[str, int | float | str], *, job_id: str) -> None:
+        """Journal what grading ``task_id`` taught the suite (``Suite.learn``: e.g. ``grading_mb``), found by
+        job ``job_id``; a study hands the facts back to its suite when it opens (``index.learned``)."""
+        self.journal.append({"op": "task_learned", "job_id": job_id, "task_id": task_id, "facts": dict(facts)})
+
     def choose_model(self, job_id: str, decide: Callable[[ModelLedger], str]) -> str:
         """Journal which model the expansion ``job_id`` calls (before its proposer starts): ``decide``'s
         answer on the journal's model ledger, asked with the lock held, so that concurrent choices each

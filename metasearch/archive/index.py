@@ -48,6 +48,7 @@ class ArchiveIndex:
     cost_usd: float = 0.0
     finished: str | None = None
     retired_tasks: dict[str, str] = field(default_factory=dict)  # task id -> why it cannot be graded here
+    learned: dict[str, dict[str, Any]] = field(default_factory=dict)  # task id -> what grading it taught
     models: ModelLedger = field(default_factory=ModelLedger)  # which model wrote each expansion (tally.py)
     events: int = 0
     torn_tail: bool = False
@@ -110,6 +111,9 @@ class ArchiveIndex:
                 self.open_jobs.pop(job_id, None)
         elif op == "task_retired":
             self.retired_tasks[str(event["task_id"])] = str(event.get("reason", ""))
+        elif op == "task_learned":  # a later value of a fact replaces the earlier
+            task_id = str(event["task_id"])
+            self.learned[task_id] = {**self.learned.get(task_id, {}), **dict(event.get("facts") or {})}
         elif op == "lease_released":
             self.released.add(str(event["owner"]))
         elif op == "study_created":

@@ -43,7 +43,7 @@ from metasearch.proposers.base import ProposalContext
 from metasearch.proposers.gate import Verdict, smoke_spec
 from metasearch.runner import Runner
 from metasearch.sandboxes.config import SandboxSection
-from metasearch.suites.protocol import TaskResult
+from metasearch.suites.protocol import Task, TaskResult
 from metasearch.types import Agent, Evaluate, Expand, Job, Proposal
 
 log = logging.getLogger(__name__)
@@ -264,10 +264,9 @@ class RayRunner(Runner):
 
     # -- evaluation -------------------------------------------------------------------------------
 
-    def evaluate(self, job: Evaluate) -> Outcome:
-        task = self.tasks[job.task_id]
-        log_dir = self.archive.log_dir(job.job_id)
-        started = time.monotonic()
+    def _grade(self, job: Evaluate, task: Task, log_dir: Path) -> TaskResult:
+        """The evaluation as a Ray task: the worker's suite starts from what the head's suite knows of the
+        task (``Suite.learned``) and what it learns comes back, for the runner to journal."""
         sandbox, study, study_id = self._study_args()
         out = self._submit(
             "evaluate",
@@ -283,11 +282,12 @@ class RayRunner(Runner):
             self.limits,
             self._labels(job),
             self._remote_llm(),
+            dict(self.suite.learned().get(task.id, {})),
         )
         ray_jobs.unpack(out["logs"], log_dir)
+        self.suite.learn(task.id, out.get("learned") or {})
         self._raise_infra(out)
-        graded = TaskResult(out["score"], out["metrics"], tuple(out["flags"]), out["error"])
-        return self._evaluated(job, graded, started, log_dir)
+        return TaskResult(out["score"], out["metrics"], tuple(out["flags"]), out["error"])
 
     # -- expansion --------------------------------------------------------------------------------
 

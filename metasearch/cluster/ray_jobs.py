@@ -27,7 +27,7 @@ from metasearch.runner import evaluate_in_sandbox
 from metasearch.sandboxes.auto import make_sandbox
 from metasearch.sandboxes.config import SandboxSection
 from metasearch.sandboxes.protocol import Limits, Sandbox
-from metasearch.suites.protocol import Suite, Task, TaskResult
+from metasearch.suites.protocol import Fact, Suite, Task, TaskResult
 from metasearch.types import Agent
 
 
@@ -91,10 +91,13 @@ def evaluate(
     limits: Limits,
     labels: dict[str, str],
     llm: Any = None,
+    learned: dict[str, Fact] | None = None,
 ) -> dict[str, Any]:
-    """Run and grade one (agent, task) pair on this node."""
+    """Run and grade one (agent, task) pair on this node; the suite starts from what the head ``learned``
+    of the task, and what it knows after the grading comes back as ``learned``."""
     report_start(report)
     suite = _suite(suite_name, suite_options)
+    suite.learn(task.id, learned or {})
     sandbox = _sandbox(sandbox_options, study, study_id)
     with tempfile.TemporaryDirectory(prefix="ms-ray-") as tmp:
         agent_dir, log_dir = Path(tmp) / "agent", Path(tmp) / "logs"
@@ -115,6 +118,7 @@ def evaluate(
         "error": graded.error,
         "logs": logs,
         "infra": infra,
+        "learned": dict(suite.learned().get(task.id, {})),
         **where(),
     }
 

@@ -20,7 +20,6 @@ task folder made of the problem file and this suite's tolerances.
 from __future__ import annotations
 
 import ast
-import functools
 import hashlib
 import logging
 import re
@@ -94,7 +93,7 @@ class KernelBenchSuite(Suite):
         device = self.config.device
         self.device: str = device if device != "auto" else ("cuda" if cuda_available() else "cpu")
         self.needs_gpu = self.device == "cuda"
-        self._grading_mb: dict[str, int] | None = None
+        self._estimated_mb: dict[str, int] | None = None
         self._too_small: dict[str, str] | None = None
 
     def needs(self) -> None:
@@ -127,12 +126,16 @@ class KernelBenchSuite(Suite):
         return self.config.memory_limit_mb or int(0.9 * machine_mb())
 
     def grading_mb(self) -> dict[str, int]:
-        """Memory each problem's grading run gets (estimated once, from its sizes on the meta device; a
-        problem the estimate cannot size gets the limit)."""
-        if self._grading_mb is None:
+        """Memory each problem's grading run gets: the estimate (made once, from its sizes on the meta
+        device; a problem the estimate cannot size gets the limit), or what a grading run learned it needs
+        when that is more (the fact ``grading_mb``, which the study journals and hands back on resume)."""
+        if self._estimated_mb is None:
             self._size_problems()
-        assert self._grading_mb is not None
-        return self._grading_mb
+        assert self._estimated_mb is not None
+        learned = self.learned()
+        return {
+            t: max(mb, int(learned.get(t, {}).get("grading_mb", 0))) for t, mb in self._estimated_mb.items()
+        }
 
     def too_big(self) -> dict[str, int]:
         """Problems whose grading needs more memory than the limit: task id -> MB needed."""
@@ -175,7 +178,7 @@ class KernelBenchSuite(Suite):
             whole = found.get(full[task_id]) if task_id in full else None
             if footprint.failure and isinstance(whole, Footprint) and not whole.failure:
                 broken[task_id] = footprint.failure
-        self._grading_mb, self._too_small = sizes, broken
+        self._estimated_mb, self._too_small = sizes, broken
 
     def tasks(self, subset: str | None = None) -> Sequence[Task]:
         """All loaded problems; ``subset`` may narrow them to one level (``"L1"``) or be ``"all"``."""
@@ -245,7 +248,7 @@ class KernelBenchSuite(Suite):
                 timeout_s=cfg.grade_timeout_s,
                 memory_mb=memory_mb,
                 max_memory_mb=self.memory_limit_mb(),
-                resized=functools.partial(self.grading_mb().__setitem__, task_id),  # later grades start there
+                resized=lambda mb: self.learn(task_id, {"grading_mb": mb}),  # later grades start there
             )
 
     def reference(self, task_id: str) -> bytes:

@@ -35,6 +35,10 @@ class TaskResult:
     error: str | None = None
 
 
+Fact = int | float | str
+"""One thing a suite learned about a task (``Suite.learn``): plain data, so the journal can hold it."""
+
+
 class Suite(ABC):
     """A benchmark: the base class of every suite, a user's own (registered as ``module:Class``) included.
 
@@ -47,7 +51,7 @@ class Suite(ABC):
     A suite sets ``name`` and ``description`` and implements ``tasks``, ``prepare`` and ``grade``. The rest
     has a default, overridden where the suite has something to say: the class attributes ``artifact_path``
     (``"output"``), ``needs_docker`` and ``needs_gpu`` (False), ``content_hash`` (None: no digest of loaded
-    data to record), and the methods ``needs``, ``plan_note`` and ``grader_files``.
+    data to record), and the methods ``needs``, ``plan_note``, ``grader_files``, ``learned`` and ``learn``.
     """
 
     name: str
@@ -82,3 +86,31 @@ class Suite(ABC):
         """The hidden files that grade ``task_id`` (path -> text), for meta-agents only when a config option
         explicitly allows it (``proposer.allow_grader_files``), and hashed into provenance. Default none."""
         return {}
+
+    def learned(self) -> Mapping[str, Mapping[str, Fact]]:
+        """What grading learned about each task (task id -> facts), e.g. kernelbench's ``grading_mb``: the
+        memory a problem's grading needed. The runner journals what is new after each grading and a study
+        hands the journal's facts back (``learn``) before it grades, so a resumed study and every Ray
+        worker start where the last grading ended."""
+        return dict(self._facts())
+
+    def learn(self, task_id: str, facts: Mapping[str, Fact]) -> None:
+        """Remember ``facts`` about ``task_id`` (a later value of a fact replaces the earlier). Called by the
+        suite's own grading and by the study with what the journal holds; the suite reads them back with
+        ``learned``. TypeError for a fact that is not an int, float or str."""
+        for key, value in facts.items():
+            if (
+                not isinstance(key, str)
+                or isinstance(value, bool)
+                or not isinstance(value, int | float | str)
+            ):
+                raise TypeError(
+                    f"{self.name}: fact {key!r} = {value!r} about {task_id}: not an int, float or str"
+                )
+        known = self._facts()
+        known[task_id] = {**known.get(task_id, {}), **facts}  # a new mapping: readers keep a whole one
+
+    def _facts(self) -> dict[str, dict[str, Fact]]:
+        # Made on first use: a suite's __init__ need not call ours.
+        facts: dict[str, dict[str, Fact]] = vars(self).setdefault("_learned_facts", {})
+        return facts

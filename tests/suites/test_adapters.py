@@ -624,6 +624,9 @@ def test_kernelbench_sizes_each_problem_and_leaves_out_what_cannot_fit(tmp_path:
     assert "1 of 4 problems need more than 4096 MB" in note and "L1/19_ReLU" in note
     with pytest.raises(ConfigError, match="memory_limit_mb"):
         small.grade(KB_RELU_ID, tmp_path / "out", LocalSandbox())
+    # what a grading learned (journaled, handed back on resume) counts as much as the estimate
+    small.learn("kernelbench/L1/2_Add", {"grading_mb": 5120})
+    assert small.too_big() == {KB_RELU_ID: sizes[KB_RELU_ID], "kernelbench/L1/2_Add": 5120}
     # at a smaller scale it fits again: the scaled file is what is sized
     assert not _kb(root, levels=[1], device="cpu", memory_limit_mb=4096, scale=0.25).too_big()
 
@@ -744,6 +747,7 @@ def test_kernelbench_grading_room_follows_what_the_reference_needs(
     assert good.error is None and good.metrics["correct"] == 1.0, good
     grown = suite.grading_mb()[KB_WIDE_ID]
     assert 4096 < grown <= suite.memory_limit_mb()  # later grades start with the room the judge asked for
+    assert suite.learned() == {KB_WIDE_ID: {"grading_mb": grown}}  # for the study to journal
 
     (out / "solution.py").write_text(
         KB_WIDE.replace("Model", "ModelNew").replace(
