@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import optuna
@@ -43,3 +45,16 @@ def test_tune_records_trials_and_writes_a_loadable_snippet(tmp_path: Path) -> No
     resolved = load_config_data({"scheduler": section})
     assert resolved.plugins["scheduler"].config.model_dump()["alpha"] == report["best_options"]["alpha"]
     assert any("paired difference" in line for line in report_lines(report))
+
+
+def test_tune_on_a_fit_without_children_says_it_tunes_on_the_prior(tmp_path: Path) -> None:
+    """The kernels study's fit measured no step (no child admitted): `tune --calibrated` says on stderr that
+    it tunes on the simulator's prior, as `sim calibrate` did."""
+    fit = REPO / "bench" / "fits" / "kernels-cpu-smollm2.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "metasearch.cli", "tune", "configs/quickstart.yaml", "--calibrated", str(fit),
+         "--trials", "1", "--seeds", "2", "--check-seeds", "2", "--processes", "1", "-o", str(tmp_path / "t.yaml")],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "no child was admitted" in done.stderr

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from metasearch.cli.common import StudyDir, fail, out, setup_logging
+from metasearch.cli.common import StudyDir, console, fail, out, setup_logging
 from metasearch.errors import MetasearchError
 
 app = typer.Typer()
@@ -156,6 +156,14 @@ def tune(
         raise fail(exc) from None
     if calibrated is not None and not calibrated.is_file():
         raise fail(MetasearchError(f"--calibrated: no such file {calibrated}"))
+    if calibrated is not None:
+        from metasearch.sim.calibrate import calibrated_family, fit_warnings
+
+        try:
+            for line in fit_warnings(calibrated_family(calibrated).fit):
+                console.print(f"{calibrated}: {line}", highlight=False, markup=False)
+        except MetasearchError as exc:
+            raise fail(exc) from None
     url = storage or f"sqlite:///{out_path.with_suffix('.db').resolve()}"
     started = time.monotonic()
     report = run_tune(

@@ -19,6 +19,7 @@ import importlib
 import json
 import math
 import os
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from metasearch.registry import SCHEDULERS
-from metasearch.sim.calibrate import calibrated_family
+from metasearch.sim.calibrate import calibrated_family, fit_warnings
 from metasearch.sim.engine import cmp_correlations, simulate
 from metasearch.sim.grouped import deceptive_family, grouped_family
 from metasearch.sim.landscape import default_family, disagreement_family
@@ -281,6 +282,9 @@ def run(argv: list[str] | None = None) -> int:
         families.append(f"calibrated:{args.calibrated}")
     rows: list[dict[str, Any]] = []
     for family in families:
+        if family.startswith("calibrated:"):
+            for line in fit_warnings(calibrated_family(family.removeprefix("calibrated:")).fit):
+                print(f"{family}: {line}", file=sys.stderr)
         started = time.monotonic()
         got = compare(
             {v: VARIANTS[v] for v in labels},

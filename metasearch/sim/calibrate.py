@@ -158,23 +158,31 @@ def summary_lines(fit: dict[str, Any]) -> list[str]:
     for key, d in fit["durations"].items():
         if d:
             lines.append(f"duration {key}: mean {d['mean']:.1f}s, log-sd {d['sigma']:.2f} (n={d['n']})")
-    rates, trials = fit["task_solve_rates"], fit.get("task_trials", {})
+    rates = fit["task_solve_rates"]
     lines.append(
         f"tasks: {len(rates)}; solve rate min {min(rates.values()):.2f}, median "
         f"{float(np.median(list(rates.values()))):.2f}, max {max(rates.values()):.2f}"
     )
-    if not step["n"]:
-        lines.append(
+    return lines + fit_warnings(fit)
+
+
+def fit_warnings(fit: dict[str, Any]) -> list[str]:
+    """What a fit cannot say (``sim calibrate`` prints it; ``bench schedulers`` and ``tune`` repeat it to
+    stderr when they draw from the fit)."""
+    warnings = []
+    trials = fit.get("task_trials", {})
+    if not fit["step"]["n"]:
+        warnings.append(
             f"warning: no child was admitted, so the study says nothing about how children differ from "
             f"their parents; --calibrated draws that step from a prior (mean 0, sd {PRIOR_STEP_SD}), and "
             "tables on this fit compare schedulers on that prior, not on this study"
         )
     if trials and max(trials.values()) < 3:
-        lines.append(
+        warnings.append(
             f"warning: each task was graded at most {max(trials.values())} time(s); --calibrated draws task "
             "difficulty from wide posteriors around these rates"
         )
-    return lines
+    return warnings
 
 
 def realism_from_fit(fit: dict[str, Any]) -> Realism:

@@ -134,3 +134,15 @@ def test_a_fit_without_children_says_its_step_is_the_prior(study: Path) -> None:
     assert (
         len(warnings) == 2 and "no child was admitted" in warnings[0] and "at most 1 time(s)" in warnings[1]
     )
+
+
+def test_bench_and_tune_repeat_a_fits_warnings_when_they_draw_from_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A table on the kernels study's fit (no child admitted) shows the prior: `bench schedulers` says so
+    on stderr before the table, as `sim calibrate` did."""
+
+    fit = Path(__file__).resolve().parents[2] / "bench" / "fits" / "kernels-cpu-smollm2.json"
+    args = ["--families", f"calibrated:{fit}", "--schedulers", "hgm-paper", "--seeds", "2", "--budget", "6"]
+    assert run([*args, "--workers", "2", "--tasks", "3", "--heldout-tasks", "0", "--json"]) == 0
+    assert "no child was admitted" in capsys.readouterr().err
