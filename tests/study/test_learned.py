@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from test_provenance import PROBLEM as SCALE
 
 from metasearch import launch
 from metasearch.archive import read_index
@@ -20,29 +21,7 @@ from metasearch.suites.contract import GraderFault
 from metasearch.suites.kernelbench import KernelBenchSuite
 from metasearch.types import Evaluate
 
-PROBLEM = """import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return x * 2
-
-
-batch_size = 4
-dim = 8
-
-
-def get_inputs():
-    return [torch.randn(batch_size, dim)]
-
-
-def get_init_inputs():
-    return []
-"""
+PROBLEM = SCALE.format(factor=2)  # a tiny KernelBench problem: x * 2
 TASK = "kernelbench/L1/1_Double"
 ESTIMATE_MB = 4096  # a problem this small gets the floor
 NEED_MB = 6144
