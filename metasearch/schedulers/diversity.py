@@ -154,7 +154,7 @@ def _novelty(
     """``novelty`` of each candidate row against the agent rows; ``itself`` (candidates x agents) marks
     the pairs of an agent with itself, which do not count."""
     if _binary(sc, ss):  # bit sets of tasks: shared = |has & has|, diff = |(solved ^ solved) & shared|
-        (hbc, sbc), (hbs, sbs) = (_bits(hc), _bits(sc == 1)), (_bits(hs), _bits(ss == 1))
+        (hbc, sbc), (hbs, sbs) = _bitsets(sc, hc), _bitsets(ss, hs)
         both = hbc[:, None, :] & hbs[None, :, :]
         shared = _popcount(both)
         diff = _popcount((sbc[:, None, :] ^ sbs[None, :, :]) & both)
@@ -171,7 +171,7 @@ def _novelty(
 def _dominated(sc: np.ndarray, hc: np.ndarray, ss: np.ndarray, hs: np.ndarray) -> np.ndarray:
     """Per candidate row: some agent row is >= on every shared task and > on one (never the row itself)."""
     if _binary(sc, ss):
-        (hbc, sbc), (hbs, sbs) = (_bits(hc), _bits(sc == 1)), (_bits(hs), _bits(ss == 1))
+        (hbc, sbc), (hbs, sbs) = _bitsets(sc, hc), _bitsets(ss, hs)
         worse = _popcount(sbc[:, None, :] & (hbs & ~sbs)[None, :, :])  # shared: candidate 1, agent 0
         better = _popcount((hbc & ~sbc)[:, None, :] & sbs[None, :, :])  # shared: candidate 0, agent 1
         return np.asarray(((worse == 0) & (better > 0)).any(axis=1))
@@ -185,7 +185,7 @@ def _cosine(zc: np.ndarray, hc: np.ndarray, za: np.ndarray, ha: np.ndarray) -> t
     """Cosine distance of each candidate row to each agent row on their shared tasks, and whether they
     share one (candidates x agents each)."""
     if _binary(zc, za):  # on shared tasks: z_i.z_j = |S_i & S_j|, |z_i| ** 2 = |S_i & H_j|
-        (hbc, sbc), (hba, sba) = (_bits(hc), _bits(zc == 1)), (_bits(ha), _bits(za == 1))
+        (hbc, sbc), (hba, sba) = _bitsets(zc, hc), _bitsets(za, ha)
         dot = _popcount(sbc[:, None, :] & sba[None, :, :])
         norms = np.sqrt(_popcount(sbc[:, None, :] & hba[None, :, :]).astype(np.float64)) * np.sqrt(
             _popcount(hbc[:, None, :] & sba[None, :, :]).astype(np.float64)
@@ -203,6 +203,11 @@ def _cosine(zc: np.ndarray, hc: np.ndarray, za: np.ndarray, ha: np.ndarray) -> t
 def _binary(*scores: np.ndarray) -> bool:
     """Every score 0 or 1 (where there is no result the matrices hold 0): the bit-set route is exact."""
     return all(bool(((s == 0) | (s == 1)).all()) for s in scores)
+
+
+def _bitsets(scores: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """0/1 score rows as two bit sets of tasks per row: those with a result, those solved."""
+    return _bits(has), _bits(scores == 1)
 
 
 def _bits(mask: np.ndarray) -> np.ndarray:
