@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -49,12 +50,18 @@ def test_tune_records_trials_and_writes_a_loadable_snippet(tmp_path: Path) -> No
 
 def test_tune_on_a_fit_without_children_says_it_tunes_on_the_prior(tmp_path: Path) -> None:
     """The kernels study's fit measured no step (no child admitted): `tune --calibrated` says on stderr that
-    it tunes on the simulator's prior, as `sim calibrate` did."""
-    fit = REPO / "bench" / "fits" / "kernels-cpu-smollm2.json"
+    it tunes on the simulator's prior, as `sim calibrate` did, each warning on one line however long its path."""
+    fit = (
+        tmp_path
+        / ("a-directory-name-long-enough-to-push-the-line-past-any-terminal-width" * 2)
+        / "kernels.json"
+    )
+    fit.parent.mkdir()
+    shutil.copy(REPO / "bench" / "fits" / "kernels-cpu-smollm2.json", fit)
     done = subprocess.run(
         [sys.executable, "-m", "metasearch.cli", "tune", "configs/quickstart.yaml", "--calibrated", str(fit),
          "--trials", "1", "--seeds", "2", "--check-seeds", "2", "--processes", "1", "-o", str(tmp_path / "t.yaml")],
         capture_output=True, text=True, timeout=600, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "no child was admitted" in done.stderr
+    assert f"{fit}: warning: no child was admitted" in done.stderr

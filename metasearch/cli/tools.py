@@ -161,7 +161,7 @@ def tune(
 
         try:
             for line in fit_warnings(calibrated_family(calibrated).fit):
-                console.print(f"{calibrated}: {line}", highlight=False, markup=False)
+                console.print(f"{calibrated}: {line}", highlight=False, markup=False, soft_wrap=True)
         except MetasearchError as exc:
             raise fail(exc) from None
     url = storage or f"sqlite:///{out_path.with_suffix('.db').resolve()}"
