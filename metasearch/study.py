@@ -333,6 +333,8 @@ class Study:
                 if not futures:
                     break
                 if stop.abort.is_set():
+                    # drain may have been set after the check above; an abort is an interrupt all the same
+                    self.stop_reason = self.stop_reason or "interrupted"
                     self._abandon(futures, "aborted by user")
                     pool.shutdown(wait=False, cancel_futures=True)
                     end_running = getattr(execute, "abort", None)
