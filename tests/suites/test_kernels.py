@@ -8,11 +8,13 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kernels_fixtures import (
+    CHEATS,
     CUDA_EXPLOITS,
     DOCKER_EXPLOITS,
     EXPLOITS,
@@ -169,7 +171,7 @@ def test_every_task_grades_on_cuda(task: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("task", CPU_TASKS)
-def test_oracle_wrong_and_cheat(task: str, tmp_path: Path) -> None:
+def test_each_oracle_is_correct_and_holds_its_speedup_class(task: str, tmp_path: Path) -> None:
     suite = KernelsSuite(KernelsSuite.Config(reps=9))
     good = honest_grading(suite, task, tmp_path)
     assert good.error is None and good.metrics["correct"] == 1.0 and good.flags == (), good
@@ -177,10 +179,64 @@ def test_oracle_wrong_and_cheat(task: str, tmp_path: Path) -> None:
         assert good.metrics["fast_1"] == 0.0 and good.score == pytest.approx(0.1), good  # not faster
     else:  # the naive reference leaves headroom: the oracle is clearly faster
         assert good.metrics["fast_2"] == 1.0 and good.metrics["speedup"] > 3.0 and good.score > 0.4, good
-    bad = grade(suite, task, wrong(task), tmp_path)
-    assert bad.score == 0.0 and bad.error and "wrong output" in bad.error, bad
-    cheating = grade(suite, task, cheat(task), tmp_path)
-    assert cheating.score == 0.0 and EXPECTED_FLAG[cheat_kind(task)] in cheating.flags, cheating
+
+
+@pytest.fixture(scope="module")
+def grader_modules() -> Iterator[dict[str, Any]]:
+    """The grader's own ``shared`` and ``compare`` modules, as the judge imports them (by bare name, from
+    the grader's folder), loaded into this process and unloaded afterwards."""
+    import importlib
+
+    grader = str(TASKS_DIR.parent / "grader")
+    before = set(sys.modules)
+    sys.path.insert(0, grader)
+    try:
+        yield {"shared": importlib.import_module("shared"), "compare": importlib.import_module("compare")}
+    finally:
+        sys.path.remove(grader)
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
+
+
+@pytest.mark.parametrize("task", CPU_TASKS)
+def test_each_tasks_tolerance_passes_its_oracle_and_fails_its_wrong_solution(
+    task: str, grader_modules: dict[str, Any], tmp_path: Path
+) -> None:
+    """Where a wrong output is decided: the judge's own comparison, under the task's tolerances, on every
+    shape set, with models and inputs built as every grading process builds them. (A wrong solution through
+    the whole grading: ``test_inputs_drawn_by_the_workers_and_the_digest_grade_right`` and the attack
+    table's ``wrong output`` row.)"""
+    import torch
+
+    shared, compare = grader_modules["shared"], grader_modules["compare"]
+    spec = shared.load_task(TASKS_DIR / task)
+    reference = shared.import_file(f"_reference_{task}", TASKS_DIR / task / "reference.py")
+    candidates = {}
+    for kind, source in (("oracle", oracle(task)), ("wrong", wrong(task))):
+        (tmp_path / f"{kind}.py").write_text(source)
+        candidates[kind] = shared.import_file(f"_{kind}_{task}", tmp_path / f"{kind}.py").ModelNew
+    cpu = torch.device("cpu")
+    for shape in [{}, *spec["shapes"]]:
+        inputs = shared.make_inputs(reference, cpu, 7, shape)
+        want = shared.as_array(
+            shared.call(shared.make_model(reference, reference.Model, cpu, 3, shape), inputs)
+        )
+        got = {
+            kind: shared.as_array(shared.call(shared.make_model(reference, cls, cpu, 3, shape), inputs))
+            for kind, cls in candidates.items()
+        }
+        assert compare.compare(got["oracle"], want, spec["atol"], spec["rtol"]) is None, (task, shape)
+        problem = compare.compare(got["wrong"], want, spec["atol"], spec["rtol"])
+        assert problem and problem.startswith("wrong output"), (task, shape, problem)
+
+
+@pytest.mark.parametrize("kind", CHEATS)
+def test_each_cheat_is_flagged_and_not_rewarded(kind: str, tmp_path: Path) -> None:
+    """Writing into the inputs, replacing the timer, outputs cached across calls: each graded whole, on the
+    first task the fixtures give it (the judge's checks do not depend on the task)."""
+    task = next(t for t in CPU_TASKS if cheat_kind(t) == kind)
+    cheating = grade(KernelsSuite(KernelsSuite.Config(reps=9)), task, cheat(task), tmp_path)
+    assert cheating.score == 0.0 and EXPECTED_FLAG[kind] in cheating.flags, cheating
 
 
 @pytest.mark.parametrize("name", sorted(EXPLOITS))
