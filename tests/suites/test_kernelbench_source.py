@@ -104,3 +104,12 @@ def test_grading_memory_is_learned_whichever_name_built_the_suite(tmp_path: Path
     suite.learn(task, {"grading_mb": 5120})
     assert suite.grading_mb()[task] == 5120 and suite.learned() == {task: {"grading_mb": 5120}}
     assert _suite("kernels").grading_mb() == {}  # built-in tasks are not sized: none is ever left out
+
+
+def test_a_missing_checkout_gets_the_clone_command_under_either_name(tmp_path: Path) -> None:
+    from metasearch.readiness import _suite_checks
+
+    missing = str(tmp_path / "KernelBench")
+    for suite in ({"name": "kernelbench"}, {"name": "kernels", "source": "kernelbench"}):
+        [check] = _suite_checks(load_config_data({"suite": {**suite, "path": missing}}))
+        assert check.state == "missing" and check.fix.startswith("git clone https://github.com/Scaling")
