@@ -74,6 +74,8 @@ class KernelsSuite(Suite):
         part of either's dump."""
 
         source: Literal["builtin", "kernelbench"] = Field("builtin", exclude=True)
+        """``builtin``: the task folders under ``tasks/``, with the options here; ``kernelbench``: the problems
+        of a KernelBench checkout, with the options of ``suite: kernelbench`` in place of these."""
 
         @model_validator(mode="wrap")
         @classmethod
