@@ -66,6 +66,10 @@ def test_both_names_give_the_same_problems_ids_and_hashes(tmp_path: Path) -> Non
         assert task_hash(via_kernels, a) == task_hash(via_alias, b)  # what the agent and grader see
     # the option that picks the source is not recorded among the options: old records read the same
     assert via_kernels.config.model_dump() == via_alias.config.model_dump()
+    chosen = KernelsSuite.Config.model_validate({"source": "kernelbench", **options})
+    assert isinstance(chosen, KernelBenchProblems.Config)
+    with pytest.raises(TypeError, match=r"KernelBenchProblems\.Config"):  # a constructor cannot switch models
+        KernelsSuite.Config(source="kernelbench", **options)
 
 
 @pytest.mark.parametrize("case", sorted(PINNED))

@@ -77,6 +77,14 @@ class KernelsSuite(Suite):
         """``builtin``: the task folders under ``tasks/``, with the options here; ``kernelbench``: the problems
         of a KernelBench checkout, with the options of ``suite: kernelbench`` in place of these."""
 
+        def __init__(self, **options: Any) -> None:
+            if options.get("source") == "kernelbench":  # a constructor cannot return another model
+                raise TypeError(
+                    "KernelsSuite.Config(source='kernelbench'): build KernelBenchProblems.Config(...) instead, "
+                    "or KernelsSuite.Config.model_validate(options) as the config loader does"
+                )
+            super().__init__(**options)
+
         @model_validator(mode="wrap")
         @classmethod
         def _by_source(cls, data: Any, handler: Any) -> Any:
