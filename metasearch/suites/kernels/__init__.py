@@ -95,6 +95,8 @@ class KernelsSuite(Suite):
             return handler(data)
 
     def __init__(self, config: BuiltinTasks.Config | KernelBenchProblems.Config | None = None) -> None:
+        """The source follows the options' model: KernelBench's load that checkout (ConfigError when it is
+        not one), anything else the built-in tasks."""
         config = config or self.Config()
         self.config = config
         self.source: TaskSource = (
