@@ -193,6 +193,8 @@ def _llm_fix() -> str:
 DATASET_FIXES = {
     ("polyglot", "suite.path"): "git clone https://github.com/Aider-AI/polyglot-benchmark {path}",
     ("kernelbench", "suite.path"): "git clone https://github.com/ScalingIntelligence/KernelBench {path}",
+    # the kernels suite's path is its KernelBench source's
+    ("kernels", "suite.path"): "git clone https://github.com/ScalingIntelligence/KernelBench {path}",
     ("swebench", "suite.instances"): (
         'python -c "from datasets import load_dataset; '
         "load_dataset('princeton-nlp/SWE-bench_Verified', split='test').to_json('{path}')\""

@@ -129,7 +129,7 @@ def test_kernelbench_device_auto_follows_the_cuda_probe(tmp_path: Path) -> None:
     suite = _kb(root, levels=[1])
     assert suite.config.device == "auto"
     expected = "cuda" if cuda_available() else "cpu"
-    assert suite.device == expected and suite.needs_gpu == (expected == "cuda")
+    assert suite.source.device == expected and suite.needs_gpu == (expected == "cuda")
     assert all(t.needs_gpu == suite.needs_gpu for t in suite.tasks())
     assert suite.plan_note() == f"device {expected} (auto)"
     suite.needs()
@@ -137,7 +137,7 @@ def test_kernelbench_device_auto_follows_the_cuda_probe(tmp_path: Path) -> None:
     suite.prepare("kernelbench/L1/2_Add", dest)
     assert f"(graded on {'CUDA' if expected == 'cuda' else 'the CPU'}" in (dest / "TASK.md").read_text()
     cpu = _kb(root, levels=[1], device="cpu")
-    assert cpu.device == "cpu" and not cpu.needs_gpu and cpu.plan_note() == "device cpu"
+    assert cpu.source.device == "cpu" and not cpu.needs_gpu and cpu.plan_note() == "device cpu"
     if not cuda_available():
         with pytest.raises(ConfigError, match=r"suite\.device: 'cuda' but torch sees no CUDA GPU"):
             _kb(root, levels=[1], device="cuda").needs()

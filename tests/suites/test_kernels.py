@@ -370,12 +370,14 @@ def edit_task(
 ) -> None:
     """The suite from a copy of its folder in which one file of one task has ``old`` replaced by ``new``."""
     import metasearch.suites.kernels as kernels
+    from metasearch.suites.kernels import sources
 
     here = tmp_path / "suite"
     shutil.copytree(kernels.HERE, here, ignore=shutil.ignore_patterns("__pycache__"))
     path = here / "tasks" / task / file
     path.write_text(path.read_text().replace(old, new))
-    monkeypatch.setattr(kernels, "HERE", here)
+    monkeypatch.setattr(kernels, "HERE", here)  # the grader
+    monkeypatch.setattr(sources, "TASKS_DIR", here / "tasks")  # the built-in source's problems
 
 
 def test_a_speedup_above_the_ceiling_is_flagged_not_rewarded(

@@ -1,15 +1,17 @@
 """``kernels``: make a PyTorch module faster without changing what it computes (KernelBench's format).
 
-Each task is a folder under ``tasks/``: ``reference.py`` (``class Model(nn.Module)`` with ``get_inputs()``
-and ``get_init_inputs()``; module-level size constants) and ``task.toml`` (tolerances, extra shape sets,
-speedup ceiling, GPU need, subsets). The agent sees ``reference.py``, ``TASK.md`` and ``task.toml`` and writes
-``output/solution.py`` holding ``class ModelNew(nn.Module)`` with the same constructor and ``forward``
+Each task is a problem: ``reference.py`` (``class Model(nn.Module)`` with ``get_inputs()`` and
+``get_init_inputs()``; module-level size constants) and the scorer's ``task.toml`` (tolerances, extra shape
+sets, speedup ceiling, GPU need). The problems come from a task source (``sources.py``): the built-in folders
+under ``tasks/`` (the default; ids ``kernels/<folder>``) or a KernelBench checkout (``source: kernelbench``,
+``kernelbench.py``; ids ``kernelbench/L<N>/<file>``; the ``kernelbench`` suite name is the same). The agent
+writes ``output/solution.py`` holding ``class ModelNew(nn.Module)`` with the same constructor and ``forward``
 signatures. Grading runs ``grader/score.py`` (see ``grader/judge.py``) in a fresh sandbox: a judge process
 that never loads the candidate measures everything that decides the score, the candidate runs in a worker
 that only does what the judge asks, and the inputs come from seeds drawn at grading time.
 
-Subsets: ``cpu`` (8 tasks whose naive reference leaves at least 5x headroom on one CPU core, plus the
-``add_control`` task, which is already optimal and must not count as faster), ``smoke``, ``control``,
+Built-in subsets: ``cpu`` (8 tasks whose naive reference leaves at least 5x headroom on one CPU core, plus
+the ``add_control`` task, which is already optimal and must not count as faster), ``smoke``, ``control``,
 ``gpu`` (tasks that need CUDA; listed only where a CUDA probe succeeds, unless asked for by name) and
 ``all``. ``device: cuda`` times every selected task on the GPU (a task that needs CUDA always is):
 ``subset: all, device: cuda`` is the GPU benchmark of the flagship config. Suite metrics (``aggregate``): fast_0, fast_1, fast_2 over all tasks, and the geometric-mean speedup
@@ -18,132 +20,230 @@ of the correct, unflagged ones.
 
 from __future__ import annotations
 
-import functools
+import logging
 import math
-import subprocess
-import sys
-import tomllib
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, model_validator
 
 from metasearch.errors import ConfigError
 from metasearch.sandboxes.protocol import Mount, Sandbox
 from metasearch.suites.grading import run_grader
-from metasearch.suites.kernels.footprint import machine_mb
+from metasearch.suites.kernels.footprint import MIN_MB, machine_mb
+from metasearch.suites.kernels.kernelbench import KernelBenchProblems
+from metasearch.suites.kernels.sources import (
+    DESCRIPTION,
+    HERE,
+    TASKS_DIR,
+    BuiltinTasks,
+    TaskSource,
+    cuda_available,
+    task_specs,
+)
 from metasearch.suites.protocol import Suite, Task, TaskResult
 
-HERE = Path(__file__).resolve().parent
-TASKS_DIR = HERE / "tasks"
-DESCRIPTION = (
-    "GPU/CPU kernel optimisation in KernelBench's format. Each task directory holds reference.py: a PyTorch "
-    "`class Model(nn.Module)` with `get_inputs()` and `get_init_inputs()`. Write output/solution.py with "
-    "`class ModelNew(nn.Module)`: same constructor arguments and forward signature, the same outputs within "
-    "the tolerances in task.toml, and as fast as possible. Graded on inputs drawn from secret seeds, on several "
-    "shapes, timed by the grader's own clock against the reference (single-threaded on CPU) on fresh inputs "
-    "each call; writing into inputs, caching outputs across calls, leaving work for later, touching timers "
-    "or PyTorch's functions, calling the reference or using more threads scores 0. Do not import reference.py: it is not importable at grading time."
-)
-
-
-@functools.cache
-def task_specs() -> dict[str, dict[str, Any]]:
-    specs = {}
-    for folder in sorted(p for p in TASKS_DIR.iterdir() if (p / "task.toml").is_file()):
-        specs[folder.name] = tomllib.loads((folder / "task.toml").read_text())
-    return specs
-
-
-@functools.cache
-def cuda_available() -> bool:
-    """A CUDA probe in a subprocess (importing torch's CUDA state here would slow every CLI start)."""
-    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
-    try:
-        return subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=120).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+logger = logging.getLogger(__name__)
+__all__ = [
+    "DESCRIPTION",
+    "HERE",
+    "TASKS_DIR",
+    "KernelsSuite",
+    "aggregate",
+    "cuda_available",
+    "grade_kernel",
+    "task_specs",
+]
 
 
 class KernelsSuite(Suite):
+    """The kernels suite over one task source; it owns listing, ``prepare``, ``grade``, the memory each
+    grading run gets and what grading learns (``learned``: a problem's ``grading_mb``)."""
+
     name = "kernels"
     description = DESCRIPTION
     artifact_path = "output"
     needs_docker = False
-    needs_gpu = False
+    needs_gpu = False  # set per instance from the source
 
-    class Config(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        subset: str = "cpu"
-        reps: int = Field(15, ge=3)
-        warmup: int = Field(2, ge=0)
-        solve_timeout_s: float = Field(900.0, gt=0)
-        grade_timeout_s: float = Field(300.0, gt=0)
-        device: Literal["task", "cuda"] = "task"
-        """``task``: each task on the device its task.toml names; ``cuda``: every task on the GPU."""
+    class Config(BuiltinTasks.Config):
+        """The built-in tasks' options. With ``source: kernelbench`` the options are KernelBench's
+        (``KernelBenchProblems.Config``) and ``model_validate`` returns those; ``source`` itself is not
+        part of either's dump."""
 
-    def __init__(self, config: Config | None = None) -> None:
-        self.config = config or KernelsSuite.Config()
-        subsets = {s for spec in task_specs().values() for s in spec["subsets"]} | {"all"}
-        if self.config.subset not in subsets:
-            raise ConfigError(
-                f"suite.subset: unknown subset {self.config.subset!r}; allowed: {', '.join(sorted(subsets))}"
-            )
-        self.needs_gpu = self.config.subset == "gpu" or self.config.device == "cuda"
+        source: Literal["builtin", "kernelbench"] = Field("builtin", exclude=True)
+        """``builtin``: the task folders under ``tasks/``, with the options here; ``kernelbench``: the problems
+        of a KernelBench checkout, with the options of ``suite: kernelbench`` in place of these."""
+
+        def __init__(self, **options: Any) -> None:
+            if options.get("source") == "kernelbench":  # a constructor cannot return another model
+                raise TypeError(
+                    "KernelsSuite.Config(source='kernelbench'): build KernelBenchProblems.Config(...) instead, "
+                    "or KernelsSuite.Config.model_validate(options) as the config loader does"
+                )
+            super().__init__(**options)
+
+        @model_validator(mode="wrap")
+        @classmethod
+        def _by_source(cls, data: Any, handler: Any) -> Any:
+            if isinstance(data, Mapping) and data.get("source") == "kernelbench":
+                return KernelBenchProblems.Config.model_validate(
+                    {k: v for k, v in data.items() if k != "source"}
+                )
+            return handler(data)
+
+    def __init__(self, config: BuiltinTasks.Config | KernelBenchProblems.Config | None = None) -> None:
+        """The source follows the options' model: KernelBench's load that checkout (ConfigError when it is
+        not one), anything else the built-in tasks."""
+        config = config or self.Config()
+        self.config = config
+        self.source: TaskSource = (
+            KernelBenchProblems(config)
+            if isinstance(config, KernelBenchProblems.Config)
+            else BuiltinTasks(config)
+        )
+        self.description = self.source.description
+        self.content_hash = self.source.content_hash
+        self.needs_gpu = self.source.needs_gpu
 
     def needs(self) -> None:
-        if self.needs_gpu and not cuda_available():
-            key = "suite.device: 'cuda'" if self.config.device == "cuda" else "suite.subset: 'gpu'"
-            raise ConfigError(f"{key} kernels need a CUDA GPU, and torch sees none here")
+        self.source.needs()
 
-    def _on_gpu(self, spec: Mapping[str, Any]) -> bool:
-        return bool(spec.get("needs_gpu")) or self.config.device == "cuda"
+    def plan_note(self) -> str:
+        """One line for ``--dry-run``: where grading runs, at what size, and what does not fit."""
+        note = self.source.plan_note()
+        too_big, too_small, scale = self.too_big(), self.source.too_small(), self.source.scale
+        if too_big:
+            shown = ", ".join(f"{t.split('/', 1)[1]} ({mb} MB)" for t, mb in list(too_big.items())[:5])
+            note += (
+                f"; {len(too_big)} of {len(self.source.ids())} problems need more than "
+                f"{self.memory_limit_mb()} MB to grade and are left out: {shown}"
+                f"{', ...' if len(too_big) > 5 else ''} (set suite.scale, or suite.memory_limit_mb on a "
+                "larger machine)"
+            )
+        if too_small:
+            shown = ", ".join(t.split("/", 1)[1] for t in list(too_small)[:5])
+            note += (
+                f"; {len(too_small)} problems fail at scale {scale:g} (their reference runs at "
+                f"full size) and are left out: {shown}{', ...' if len(too_small) > 5 else ''}"
+            )
+        return note
+
+    def memory_limit_mb(self) -> int:
+        return self.source.memory_limit_mb()
+
+    def grading_mb(self) -> dict[str, int]:
+        """Memory each sized problem's grading run gets: the source's estimate, or what a grading run
+        learned it needs when that is more (the fact ``grading_mb``, which the study journals and hands back
+        on resume)."""
+        learned = self.learned()
+        return {
+            t: max(mb, int(learned.get(t, {}).get("grading_mb", 0)))
+            for t, mb in self.source.estimated_mb().items()
+        }
+
+    def too_big(self) -> dict[str, int]:
+        """Problems whose grading needs more memory than the limit: task id -> MB needed."""
+        limit = self.memory_limit_mb()
+        return {t: mb for t, mb in self.grading_mb().items() if mb > limit}
+
+    def too_small(self) -> dict[str, str]:
+        """Problems the sizes broke (``scale``): task id -> why."""
+        return dict(self.source.too_small())
+
+    def left_out(self) -> dict[str, str]:
+        """Problems not offered at all, with the reason: too big for the memory limit, or too small at the
+        scale."""
+        limit = self.memory_limit_mb()
+        out = {t: f"needs {mb} MB to grade, over {limit} MB" for t, mb in self.too_big().items()}
+        out.update({t: f"fails at scale {self.source.scale:g}: {why}" for t, why in self.too_small().items()})
+        return out
+
+    def reference(self, task_id: str) -> bytes:
+        """``reference.py`` of ``task_id`` as the agent sees it and the scorer grades it."""
+        return self.source.reference(task_id)
 
     def tasks(self, subset: str | None = None) -> Sequence[Task]:
-        wanted = subset or self.config.subset
-        gpu_ok = wanted != "all" or cuda_available()  # "gpu" lists them always; needs() checks the GPU
+        selected = self.source.select(subset)
+        left_out = self.left_out()
+        if left_out:
+            logger.warning(
+                "%s: %d problems are left out: %s",
+                self.source.name, len(left_out), "; ".join(f"{t}: {why}" for t, why in left_out.items()),
+            )  # fmt: skip
         return [
             Task(
-                id=f"kernels/{name}",
+                id=task_id,
                 suite=self.name,
-                statement=_statement(name, spec, self._on_gpu(spec)),
-                subsets=tuple(spec["subsets"]),
-                needs_gpu=self._on_gpu(spec),
-                timeout_s=self.config.solve_timeout_s,
+                statement=self.source.statement(task_id),
+                subsets=self.source.subsets(task_id),
+                needs_gpu=self.source.on_gpu(task_id),
+                timeout_s=self.source.solve_timeout_s,
             )
-            for name, spec in task_specs().items()
-            if (wanted == "all" or wanted in spec["subsets"]) and (gpu_ok or not spec.get("needs_gpu"))
+            for task_id in selected
+            if task_id not in left_out
         ]
 
     def prepare(self, task_id: str, dest: Path) -> None:
-        name = _name(task_id)
+        reference = self.source.reference(task_id)
         dest.mkdir(parents=True, exist_ok=True)
-        (dest / "reference.py").write_text((TASKS_DIR / name / "reference.py").read_text())
-        (dest / "task.toml").write_text((TASKS_DIR / name / "task.toml").read_text())
-        spec = task_specs()[name]
-        (dest / "TASK.md").write_text(_statement(name, spec, self._on_gpu(spec)))
+        (dest / "reference.py").write_bytes(reference)
+        if self.source.shows_spec:
+            (dest / "task.toml").write_text(self.source.spec(task_id))
+        (dest / "TASK.md").write_text(self.source.statement(task_id))
         (dest / "output").mkdir(exist_ok=True)
 
     def grader_files(self, task_id: str) -> dict[str, str]:
-        name = _name(task_id)
+        if not self.source.shows_spec:
+            return {}
+        spec = self.source.spec(task_id)
         files = {f"grader/{p.name}": p.read_text() for p in sorted((HERE / "grader").glob("*.py"))}
-        return {**files, "grader/task.toml": (TASKS_DIR / name / "task.toml").read_text()}
+        return {**files, "grader/task.toml": spec}
 
     def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
-        name = _name(task_id)
-        spec = task_specs()[name]
+        """The scorer on a problem folder made of the source's ``reference.py`` and ``task.toml``, given the
+        memory the problem needs; a grading run that needed more is learned (``grading_mb``), so later
+        grades start there. ConfigError for a problem left out (too big for the limit, broken by the
+        scale)."""
+        reference, spec = self.source.reference(task_id), self.source.spec(task_id)
+        sized = self.grading_mb()  # an unsized problem starts at the scorer's floor and is never refused
+        learned = int(self.learned().get(task_id, {}).get("grading_mb", 0))
+        memory_mb = sized.get(task_id, max(MIN_MB, learned))
+        limit = self.memory_limit_mb()
+        if task_id in sized and memory_mb > limit:
+            raise ConfigError(
+                f"{self.source.name}: {task_id} needs about {memory_mb} MB to grade, over "
+                f"suite.memory_limit_mb ({limit} MB); grade it smaller with suite.scale"
+            )
+        if task_id in self.source.too_small():
+            raise ConfigError(
+                f"{self.source.name}: {task_id} fails at suite.scale {self.source.scale:g} "
+                f"({self.source.too_small()[task_id]}); use a larger scale"
+            )
         artifact_dir.mkdir(parents=True, exist_ok=True)
-        device = "cuda" if self._on_gpu(spec) else "cpu"
-        return grade_kernel(
-            sandbox,
-            HERE / "tasks" / name,
-            artifact_dir,
-            device=device,
-            reps=self.config.reps,
-            warmup=self.config.warmup,
-            timeout_s=self.config.grade_timeout_s,
-        )
+        with tempfile.TemporaryDirectory(prefix="ms-kernel-") as tmp:
+            problem_dir = Path(tmp) / task_id.rsplit("/", 1)[-1]  # names the problem in grader messages
+            problem_dir.mkdir()
+            (problem_dir / "reference.py").write_bytes(reference)
+            (problem_dir / "task.toml").write_text(spec)
+            Path(tmp).chmod(0o755)  # the sandbox's user reads it
+            for path in problem_dir.iterdir():
+                path.chmod(0o644)
+            problem_dir.chmod(0o755)
+            return grade_kernel(
+                sandbox,
+                problem_dir,
+                artifact_dir,
+                device="cuda" if self.source.on_gpu(task_id) else "cpu",
+                reps=self.source.reps,
+                warmup=self.source.warmup,
+                timeout_s=self.source.grade_timeout_s,
+                memory_mb=memory_mb,
+                max_memory_mb=limit,
+                resized=lambda mb: self.learn(task_id, {"grading_mb": mb}),
+            )
 
 
 def grade_kernel(
@@ -211,19 +311,3 @@ def aggregate(results: Mapping[str, TaskResult]) -> dict[str, float]:
         else 0.0,
         "tasks": float(len(results)),
     }
-
-
-def _statement(name: str, spec: Mapping[str, Any], on_gpu: bool) -> str:
-    where = "on a CUDA GPU" if on_gpu else "on one CPU core (single-threaded)"
-    return (
-        f"# kernels/{name}\n\n{spec['description']}\n\n{DESCRIPTION}\n\nTimed {where}. Tolerances: atol "
-        f"{spec['atol']}, rtol {spec['rtol']}. The sizes in reference.py are the timed ones; other shapes are "
-        "checked for correctness too, so do not hard-code sizes.\n"
-    )
-
-
-def _name(task_id: str) -> str:
-    name = task_id.split("/", 1)[-1]
-    if name not in task_specs():
-        raise ConfigError(f"kernels: unknown task {task_id!r}")
-    return name
