@@ -113,7 +113,9 @@ def run(argv: list[str] | None = None) -> int:
         done = {json.loads(line)["problem"] for line in args.jsonl.read_text().splitlines() if line}
     sizes, left_out = suite.grading_mb(), suite.left_out()
     rows: list[dict[str, Any]] = []
-    for task in [t for t in suite.source.ids() if t.split("/", 1)[1] not in done]:  # rows name the problem only
+    for task in [
+        t for t in suite.source.ids() if t.split("/", 1)[1] not in done
+    ]:  # rows name the problem only
         row: dict[str, Any] = {"problem": task.split("/", 1)[1], "memory_mb": sizes[task]}
         if task in left_out:
             row.update(right=f"left out: {left_out[task]}"[:120], right_s=0.0)
