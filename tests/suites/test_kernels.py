@@ -181,20 +181,23 @@ def test_each_oracle_is_correct_and_holds_its_speedup_class(task: str, tmp_path:
         assert good.metrics["fast_2"] == 1.0 and good.metrics["speedup"] > 3.0 and good.score > 0.4, good
 
 
+LOADED_HERE = ("shared", "compare", "_reference_", "_oracle_", "_wrong_")
+
+
 @pytest.fixture(scope="module")
 def grader_modules() -> Iterator[dict[str, Any]]:
     """The grader's own ``shared`` and ``compare`` modules, as the judge imports them (by bare name, from
-    the grader's folder), loaded into this process and unloaded afterwards."""
+    the grader's folder), loaded into this process; afterwards only they and the task files loaded beside
+    them leave ``sys.modules`` (torch, imported meanwhile, must stay: a second import of it crashes)."""
     import importlib
 
     grader = str(TASKS_DIR.parent / "grader")
-    before = set(sys.modules)
     sys.path.insert(0, grader)
     try:
         yield {"shared": importlib.import_module("shared"), "compare": importlib.import_module("compare")}
     finally:
         sys.path.remove(grader)
-        for name in set(sys.modules) - before:
+        for name in [n for n in sys.modules if n in LOADED_HERE[:2] or n.startswith(LOADED_HERE[2:])]:
             del sys.modules[name]
 
 
