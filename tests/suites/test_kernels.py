@@ -181,7 +181,8 @@ def test_each_oracle_is_correct_and_holds_its_speedup_class(task: str, tmp_path:
         assert good.metrics["fast_2"] == 1.0 and good.metrics["speedup"] > 3.0 and good.score > 0.4, good
 
 
-LOADED_HERE = ("shared", "compare", "_reference_", "_oracle_", "_wrong_")
+GRADER_MODULES = ("shared", "compare")
+LOADED = "_tolerance_check_"  # the prefix of the task files this module loads
 
 
 @pytest.fixture(scope="module")
@@ -194,10 +195,10 @@ def grader_modules() -> Iterator[dict[str, Any]]:
     grader = str(TASKS_DIR.parent / "grader")
     sys.path.insert(0, grader)
     try:
-        yield {"shared": importlib.import_module("shared"), "compare": importlib.import_module("compare")}
+        yield {name: importlib.import_module(name) for name in GRADER_MODULES}
     finally:
         sys.path.remove(grader)
-        for name in [n for n in sys.modules if n in LOADED_HERE[:2] or n.startswith(LOADED_HERE[2:])]:
+        for name in [n for n in sys.modules if n in GRADER_MODULES or n.startswith(LOADED)]:
             del sys.modules[name]
 
 
@@ -213,11 +214,11 @@ def test_each_tasks_tolerance_passes_its_oracle_and_fails_its_wrong_solution(
 
     shared, compare = grader_modules["shared"], grader_modules["compare"]
     spec = shared.load_task(TASKS_DIR / task)
-    reference = shared.import_file(f"_reference_{task}", TASKS_DIR / task / "reference.py")
+    reference = shared.import_file(f"{LOADED}reference_{task}", TASKS_DIR / task / "reference.py")
     candidates = {}
     for kind, source in (("oracle", oracle(task)), ("wrong", wrong(task))):
         (tmp_path / f"{kind}.py").write_text(source)
-        candidates[kind] = shared.import_file(f"_{kind}_{task}", tmp_path / f"{kind}.py").ModelNew
+        candidates[kind] = shared.import_file(f"{LOADED}{kind}_{task}", tmp_path / f"{kind}.py").ModelNew
     cpu = torch.device("cpu")
     for shape in [{}, *spec["shapes"]]:
         inputs = shared.make_inputs(reference, cpu, 7, shape)
