@@ -7,14 +7,10 @@ them): ``suite: {name: kernelbench, path: ...}`` takes KernelBench's options wit
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable
-from pathlib import Path
-
 from metasearch.suites.kernels import KernelsSuite
 from metasearch.suites.kernels.kernelbench import KernelBenchProblems, scale_sizes
 
-__all__ = ["KernelBenchSuite", "hash_files", "scale_sizes"]
+__all__ = ["KernelBenchSuite", "scale_sizes"]
 
 
 class KernelBenchSuite(KernelsSuite):
@@ -23,15 +19,3 @@ class KernelBenchSuite(KernelsSuite):
     name = "kernelbench"
     description = KernelBenchProblems.description
     Config = KernelBenchProblems.Config  # type: ignore[assignment]  # the source is fixed: its options alone
-
-
-def hash_files(root: Path, files: Iterable[Path], extra: str = "") -> str:
-    """sha256 over (relative path, content digest) of ``files``, sorted: order and location independent;
-    ``extra`` (how the files are used, e.g. a scale) is hashed too when given."""
-    digest = hashlib.sha256()
-    if extra:
-        digest.update(b"extra\0" + extra.encode() + b"\n")
-    for path in sorted(files):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).hexdigest().encode() + b"\n")
-    return digest.hexdigest()

@@ -50,8 +50,7 @@ from metasearch.sandboxes.protocol import Mount, Sandbox
 from metasearch.suites.contract import Judged
 from metasearch.suites.exercise import Exercise, grading_view, hidden
 from metasearch.suites.grading import TESTRUN_MOUNT, run_budget, run_grader, testrun_mount
-from metasearch.suites.kernelbench import hash_files
-from metasearch.suites.protocol import Suite, Task, TaskResult
+from metasearch.suites.protocol import Suite, Task, TaskResult, hash_files
 from metasearch.suites.testrun import scan, verdict
 from metasearch.suites.testrun.exercise_grade import example_targets
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,3 +115,15 @@ class Suite(ABC):
         # Made on first use: a suite's __init__ need not call ours.
         facts: dict[str, dict[str, Fact]] = vars(self).setdefault("_learned_facts", {})
         return facts
+
+
+def hash_files(root: Path, files: Iterable[Path], extra: str = "") -> str:
+    """sha256 over (relative path, content digest) of ``files``, sorted: order and location independent;
+    ``extra`` (how the files are used, e.g. a scale) is hashed too when given."""
+    digest = hashlib.sha256()
+    if extra:
+        digest.update(b"extra\0" + extra.encode() + b"\n")
+    for path in sorted(files):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).hexdigest().encode() + b"\n")
+    return digest.hexdigest()

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from metasearch.errors import ConfigError
 from metasearch.suites.kernels.footprint import Footprint, estimate, machine_mb
 from metasearch.suites.kernels.sources import TaskSource, cuda_available
+from metasearch.suites.protocol import hash_files
 
 logger = logging.getLogger(__name__)
 PROBLEM_FILE = re.compile(r"^(\d+)_([\w.-]+)\.py$")  # level 4: "1_EleutherAI-gpt-neo-2p7B_bs32_seq256.py"
@@ -79,9 +80,6 @@ class KernelBenchProblems(TaskSource):
         memory_limit_mb: int | None = Field(None, gt=0)
 
     def __init__(self, config: Config) -> None:
-        # hash_files is on its way to a module of its own; until then its module imports this one
-        from metasearch.suites.kernelbench import hash_files
-
         self.config = config
         self.root = _problem_root(config.path)
         self.files = _load(self.root, config.levels, config.ids)
