@@ -64,20 +64,39 @@ def honest_grading(suite: KernelsSuite, task: str, tmp_path: Path, sandbox=None)
 
 
 def assert_no_gain(
-    result: TaskResult, honest: Callable[[], TaskResult], first: TaskResult | None = None
+    result: TaskResult,
+    honest: Callable[[], TaskResult],
+    first: TaskResult | None = None,
+    again: Callable[[], TaskResult] | None = None,
 ) -> None:
     """The attack scored no higher than the honest solution (``first``, else graded now), and, unless it was
     rejected outright, claimed no larger speedup (timing noise between two gradings stays well inside 1.6x;
-    the attacks aim higher). A machine busy at the wrong moment can still halve one honest grading, so when
-    the attack looks ahead of the first, the honest solution is graded once more and the better counts."""
+    the attacks aim higher). A machine busy at the wrong moment can still halve one honest grading, or
+    double one attack's reference (the reference's speed varies up to 2x between gradings on a loaded
+    2-core machine), so when the attack looks ahead of the first, the honest solution is graded once more
+    and the better counts; if the attack still looks ahead, it is graded again (``again``) beside a third
+    honest grading, and counts as a gain only if it gains both times: an attack that works gains on every
+    grading, one that rode a lucky draw does not repeat it."""
     gradings = [first if first is not None else honest()]
     if not _no_gain(result, gradings[0]):
         gradings.append(honest())
-    best = TaskResult(
+    if not _no_gain(result, _best(gradings)) and again is not None:
+        gradings.append(honest())
+        retry = again()
+        assert _no_gain(result, _best(gradings)) or _no_gain(retry, _best(gradings)), (
+            result,
+            retry,
+            gradings,
+        )
+        return
+    assert _no_gain(result, _best(gradings)), (result, gradings)
+
+
+def _best(gradings: list[TaskResult]) -> TaskResult:
+    return TaskResult(
         score=max(g.score for g in gradings),
         metrics={"speedup": max(g.metrics.get("speedup", 0.0) for g in gradings)},
     )
-    assert _no_gain(result, best), (result, gradings)
 
 
 def _no_gain(result: TaskResult, honest: TaskResult) -> bool:
@@ -255,7 +274,12 @@ def test_attacks_on_the_grader_are_caught(name: str, tmp_path: Path, record_prop
     record_property("outcome", outcome(result))
     if caught_by == "no gain":
         honest = honest_grading(suite, task, tmp_path)
-        assert_no_gain(result, lambda: grade(suite, task, oracle(task), tmp_path), honest)
+        assert_no_gain(
+            result,
+            lambda: grade(suite, task, oracle(task), tmp_path),
+            honest,
+            lambda: grade(suite, task, source, tmp_path),
+        )
         return
     assert result.score == 0.0, result
     assert caught_by in result.flags or caught_by in (result.error or ""), result
@@ -276,7 +300,12 @@ def test_attacks_on_the_grader_are_caught_on_cuda(name: str, tmp_path: Path, rec
     print(f"{name}: {outcome(result)} {result.metrics}")
     if caught_by == "no gain":
         honest = honest_grading(suite, task, tmp_path)
-        assert_no_gain(result, lambda: grade(suite, task, oracle(task), tmp_path), honest)
+        assert_no_gain(
+            result,
+            lambda: grade(suite, task, oracle(task), tmp_path),
+            honest,
+            lambda: grade(suite, task, source, tmp_path),
+        )
         return
     assert result.score == 0.0, result
     assert caught_by in result.flags or caught_by in (result.error or ""), result
@@ -512,7 +541,12 @@ def test_attacks_in_docker(name: str, docker_sandbox_factory, tmp_path: Path, re
     record_property("outcome", outcome(result))
     if caught_by == "no gain":
         honest = honest_grading(suite, task, tmp_path, sandbox)
-        assert_no_gain(result, lambda: grade(suite, task, oracle(task), tmp_path, sandbox), honest)
+        assert_no_gain(
+            result,
+            lambda: grade(suite, task, oracle(task), tmp_path, sandbox),
+            honest,
+            lambda: grade(suite, task, source, tmp_path, sandbox),
+        )
     else:
         assert result.score == 0.0 and (caught_by in result.flags or caught_by in (result.error or "")), (
             result
