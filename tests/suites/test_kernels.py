@@ -439,9 +439,15 @@ SLOWER_BESIDE_A_CANDIDATE = """rows = []
                 args = cmd.split(b"\\0")
                 return args[args.index(b"--task-dir") + 1] if b"--task-dir" in args else None
 
+            def name(pid):
+                try:
+                    return open(f"/proc/{pid}/comm", "rb").read().strip()
+                except OSError:
+                    return b""
+
             mine = task_dir(cmdline("self"))
-            found = [cmdline(p) for p in os.listdir("/proc") if p.isdigit()]
-            seen[:] = [now, any(b"--candidate" in c and task_dir(c) == mine for c in found if b"worker.py" in c)]
+            found = [cmdline(p) for p in os.listdir("/proc") if p.isdigit() and name(p) == b"kernels-cand"]
+            seen[:] = [now, any(task_dir(c) == mine for c in found)]
         if seen[1]:  # busy, not asleep: the judge times a CPU worker by the CPU it spends
             end = __import__("time").monotonic() + 0.005
             while __import__("time").monotonic() < end:
@@ -598,3 +604,28 @@ def test_the_oracles_benchmark_grades_both_sides_and_times_them_plainly(tmp_path
         if row["side"] != "plain":
             assert row["score"] == 0.1 and not row["flags"], row
     assert "add_control" in done.stdout and "now / plain" in done.stdout
+
+
+INHERITED_DESCRIPTORS = """import os, sys
+
+_own = {0, 1, 2, int(sys.argv[sys.argv.index("--cmd-fd") + 1]), int(sys.argv[sys.argv.index("--reply-fd") + 1])}
+_links = {}
+for _fd in map(int, os.listdir("/proc/self/fd")):
+    try:
+        _links[_fd] = os.readlink(f"/proc/self/fd/{_fd}")
+    except OSError:
+        pass  # the listing's own descriptor, closed by now
+_extra = {fd: link for fd, link in _links.items() if fd not in _own}
+if _extra:
+    raise RuntimeError(f"inherited descriptors {_extra}")
+"""
+
+
+def test_a_forked_worker_holds_only_its_own_pipes(tmp_path: Path) -> None:
+    """The workers fork from the judge: the candidate's worker must hold none of the judge's descriptors, the
+    reference's worker's pipes among them (it could write commands to the reference, or read its outputs),
+    and it runs as the worker program, under its own name."""
+    source = INHERITED_DESCRIPTORS + "import sys as _s\nassert _s.modules['__main__'].Worker\n"
+    source += oracle("row_softmax")
+    result = grade(KernelsSuite(KernelsSuite.Config(reps=5)), "row_softmax", source, tmp_path)
+    assert result.error is None and result.metrics["correct"] == 1.0, result

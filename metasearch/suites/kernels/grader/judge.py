@@ -2,7 +2,8 @@
 runs in (and which no other process of the sandbox user may trace or read: it is non-dumpable).
 
 Two workers run the same program (``worker.py``): the reference's (never imports the candidate) and the
-candidate's. The judge draws the secret seeds and then:
+candidate's, each forked from the judge before it loads the task or draws a secret (``workers.Forked``:
+PyTorch is imported once per grading, not three times). The judge draws the secret seeds and then:
 
 1. **Correctness**, on every shape set: the judge draws the inputs itself and sends them (the candidate sees
    them only then); the candidate's worker builds the model for a seed it learns only now, runs, and sends
@@ -72,8 +73,6 @@ from workers import (
     process_cpu,
     run_delay,
     stopped,
-    worker_command,
-    worker_env,
 )  # fmt: skip
 
 TARGET_BATCH_S = 0.005  # a timed command lasts at least this long: the round trip is then ~1% of it
@@ -132,22 +131,26 @@ class Session:
     def __init__(self, args: argparse.Namespace, task: dict[str, Any], device: Any) -> None:
         self.args, self.task, self.device = args, task, device
         self.drawn = args.inputs == "drawn" or (args.inputs == "auto" and device.type == "cuda")
-        with _reference_fault():
-            self.reference = shared.import_file("_metasearch_reference", Path(args.task_dir) / "reference.py")
         self.flags: list[str] = []
         self.changed: list[str] = []
         self.workers: list[Worker] = []
 
     def start(self) -> None:
-        deadline, env = time.monotonic() + self.args.timeout, worker_env()
-        self.ref = Worker(worker_command(self.args, None), env, deadline)
+        """Fork the workers, then load the reference here: they fork before the judge has drawn a secret or
+        run a line of task code (which could start CUDA, which a forked process cannot use again)."""
+        deadline = time.monotonic() + self.args.timeout
+        self.ref = Worker(self.args, None, deadline)
         self.workers.append(self.ref)
         self.ref.on_wait = self._resume_reference
         self._read(self.ref)  # alive and untouchable before the candidate starts
-        self.cand = Worker(worker_command(self.args, self.args.candidate), env, deadline)
+        self.cand = Worker(self.args, self.args.candidate, deadline)
         self.workers.append(self.cand)
         self._read(self.ref)
         self._read(self.cand)
+        with _reference_fault():
+            self.reference = shared.import_file(
+                "_metasearch_reference", Path(self.args.task_dir) / "reference.py"
+            )
         self.cpu = Accounting(self.args.accounting, self.cand.proc.pid, self.ref.proc.pid)
         self.cand.counter, self.ref.counter = self.cpu.candidate, self.cpu.reference
         self.cand.after = self._check_priority

@@ -17,15 +17,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from judge import GraderFailed, failed, judge
 from room import OutOfRoom
+from shared import MALLOC_TUNABLES
 
 
 def main(argv: list[str] | None = None) -> None:
+    if os.environ.get("GLIBC_TUNABLES") != MALLOC_TUNABLES:
+        # the workers fork from the judge and keep its allocator's settings, which the C library reads only
+        # when a program starts: start again with them
+        given = sys.argv[1:] if argv is None else argv
+        env = {**os.environ, "GLIBC_TUNABLES": MALLOC_TUNABLES}
+        os.execve(sys.executable, [sys.executable, "-I", str(Path(__file__).resolve()), *given], env)
     parser = argparse.ArgumentParser(
         description="Score a KernelBench-format candidate against its reference."
     )

@@ -223,8 +223,25 @@ def non_dumpable() -> None:
 
     The candidate's worker runs as the same user as the judge and the reference worker; without this it
     could rewrite their code or clocks in memory."""
+    dumpable(False)
+
+
+def dumpable(on: bool) -> None:
+    """Set whether this process is dumpable (``prctl(PR_SET_DUMPABLE)``; a forked process inherits it)."""
+    pr_set_dumpable = 4
+    _prctl(pr_set_dumpable, int(on))
+
+
+def set_name(name: str) -> None:
+    """This process's name as ``ps`` and ``/proc/PID/comm`` show it (15 bytes at most)."""
     import ctypes
 
-    pr_set_dumpable = 4
+    pr_set_name = 15
+    _prctl(pr_set_name, ctypes.c_char_p(name.encode()[:15]))
+
+
+def _prctl(option: int, value: Any) -> None:
+    import ctypes
+
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)

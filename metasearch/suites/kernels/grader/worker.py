@@ -28,8 +28,9 @@ import random
 import statistics
 import sys
 import time
+import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import shared
@@ -150,14 +151,52 @@ class Worker:
         return {"ok": True}
 
 
-def main() -> None:
+def forked(
+    argv: list[str], keep: tuple[int, ...], stderr_fd: int, env: dict[str, str], name: str
+) -> NoReturn:
+    """Become a worker in a process just forked from the judge, as if started afresh as ``worker.py ARGV``
+    with environment ``env``: only its own pipes open (the judge's other descriptors, the other worker's
+    pipes among them, closed), standard input and output on ``/dev/null``, standard error on
+    ``stderr_fd``, this module as ``__main__``, and ``name`` as the process's name (``ps``, ``/proc/PID/comm``).
+    Never returns: the process exits when the worker does, running none of the judge's exit handlers."""
+    code = 1
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.dup2(stderr_fd, 2)
+        for fd in map(int, os.listdir("/proc/self/fd")):
+            if fd > 2 and fd not in keep:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        os.environ.clear()
+        os.environ.update(env)
+        sys.dont_write_bytecode = True
+        sys.argv = [__file__, *argv]
+        sys.modules["__main__"] = sys.modules[__name__]
+        shared.set_name(name)
+        shared.dumpable(True)  # the judge is not; the reference's worker makes itself so again, in main
+        main(argv)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="A kernels grading worker (started by the judge).")
     for name in ("--task-dir", "--device"):
         parser.add_argument(name, required=True)
     parser.add_argument("--candidate")
     parser.add_argument("--cmd-fd", type=int, required=True)
     parser.add_argument("--reply-fd", type=int, required=True)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     reply = args.reply_fd
     if args.candidate:  # the first process the kernel ends when memory runs out, so never the judge
         with contextlib.suppress(OSError):

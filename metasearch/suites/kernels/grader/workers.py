@@ -16,6 +16,7 @@ import os
 import resource
 import secrets
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -27,7 +28,6 @@ from typing import Any
 
 import shared
 
-WORKER = Path(__file__).resolve().parent / "worker.py"
 PIPE_BYTES = 1 << 20  # Linux's default most for an unprivileged process (/proc/sys/fs/pipe-max-size)
 CPUCLOCK_SCHED = 2  # a process CPU clock's id: (~pid << 3) | this (Linux, as glibc's clock_getcpuclockid)
 CHILDREN_LISTED = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists()
@@ -46,20 +46,20 @@ class Worker:
     """One worker process and the judge's record of the CPU seconds its processes used while the judge was
     waiting on it (read by ``counter``)."""
 
-    def __init__(self, command: list[str], env: dict[str, str], deadline: float) -> None:
+    def __init__(self, args: Any, candidate: str | None, deadline: float) -> None:
         cmd_r, self._cmd = os.pipe()
         self._reply, reply_w = os.pipe()
+        err_r, err_w = os.pipe()
         for fd in (self._cmd, self._reply):  # fewer wake-ups per transfer: steadier CPU around the calls
             with contextlib.suppress(OSError):
                 fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         self.deadline = deadline
-        self.proc = subprocess.Popen(
-            [*command, "--cmd-fd", str(cmd_r), "--reply-fd", str(reply_w)],
-            pass_fds=(cmd_r, reply_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, env=env,
-        )  # fmt: skip
-        os.close(cmd_r)
-        os.close(reply_w)
+        argv = ["--task-dir", args.task_dir, "--device", args.device, "--cmd-fd", str(cmd_r)]
+        argv += ["--reply-fd", str(reply_w), *(["--candidate", candidate] if candidate else [])]
+        self.proc = Forked(argv, (cmd_r, reply_w), err_w, "kernels-cand" if candidate else "kernels-ref")
+        for fd in (cmd_r, reply_w, err_w):
+            os.close(fd)
+        self._err = err_r
         os.set_blocking(self._cmd, False)
         # stderr is drained as it comes and only its end kept: a flood fills neither memory nor disk
         self._stderr: deque[bytes] = deque(maxlen=64)
@@ -213,11 +213,11 @@ class Worker:
         return answer
 
     def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        fd = self.proc.stderr.fileno()
         with contextlib.suppress(OSError, ValueError):
-            for chunk in iter(lambda: os.read(fd, 1 << 14), b""):
+            for chunk in iter(lambda: os.read(self._err, 1 << 14), b""):
                 self._stderr.append(chunk)
+        with contextlib.suppress(OSError):
+            os.close(self._err)
 
     def tail(self, limit: int = 800) -> str:
         return b"".join(self._stderr)[-limit:].decode("utf-8", "replace").strip()
@@ -230,9 +230,49 @@ class Worker:
     def stop(self) -> None:
         self.proc.kill()
         self.proc.wait()
-        for fd in (self._cmd, self._reply):
+        for fd in (self._cmd, self._reply):  # the stderr pipe stays with its draining thread
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+class Forked:
+    """A worker process, forked from the judge rather than started afresh: it finds Python, NumPy and
+    PyTorch already imported (a fresh interpreter spends seconds importing them, most of a CPU grading's
+    cost), and nothing else of the judge's, which has drawn no secret yet when it forks (the judge forks
+    before it imports the reference or draws a seed). Popen's interface, as far as the judge uses it."""
+
+    def __init__(self, argv: list[str], keep: tuple[int, ...], stderr_fd: int, name: str) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.returncode: int | None = None
+        self.pid = os.fork()
+        if self.pid == 0:  # the worker: never returns
+            import worker
+
+            worker.forked(argv, keep, stderr_fd, worker_env(), name)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            with contextlib.suppress(ChildProcessError):
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit status (a signal's negated number), within ``timeout`` seconds if given."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if end is not None and time.monotonic() > end:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
+            time.sleep(0.005)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
 
 
 class Accounting:
@@ -396,11 +436,6 @@ def _descendants_by_parent(root: int) -> set[int]:
             found.add(pid)
             todo += children.get(pid, [])
     return found
-
-
-def worker_command(args: Any, candidate: str | None) -> list[str]:
-    command = [sys.executable, "-I", str(WORKER), "--task-dir", args.task_dir, "--device", args.device]
-    return [*command, "--candidate", candidate] if candidate else command
 
 
 def worker_env() -> dict[str, str]:
