@@ -8,7 +8,8 @@ memory) is retried, with the memory
 it asked for (``need_mb``) within the cap, and then raised as ``errors.TaskUnfit``, so the study retires
 the task with the reason instead of charging the candidate a 0.
 
-Test-based suites (code-edit, polyglot, SWE-bench) share more: the grader-side package ``testrun``
+Test-based suites (code-edit, polyglot, SWE-bench) share more: a base class (``hidden_tests.py``,
+whose ``run_test_grader`` runs their graders through ``run_grader``), the grader-side package ``testrun``
 (mounted read-only at ``TESTRUN_MOUNT``) whose verdicts come from two harnesses reporting over private
 channels, and its static tamper scan; ``TAMPER`` results come back flagged so the study can hold them.
 """

@@ -3,7 +3,9 @@
 ``suite.path`` is a polyglot-benchmark checkout: ``<language>/exercises/practice/<exercise>/`` with
 ``.docs/instructions.md`` (plus optional ``instructions.append.md``) and ``.meta/config.json`` listing
 ``files.solution``, ``files.test`` and ``files.example``. Tasks are ``polyglot/<language>/<exercise>``.
-Nothing is downloaded; ``content_hash`` covers every file of the loaded exercises.
+Nothing is downloaded; ``content_hash`` covers every file of the loaded exercises. Host side:
+``PolyglotSuite`` here (a ``HiddenTestSuite``); grader side, mounted read-only into each grading run: the one
+exercise and the shared ``testrun`` package, whose ``exercise_grade.py`` is the grader.
 
 Variant: the agent does **not** see the tests (Aider shows them; we record the difference here). Visible
 under ``/task/workspace``: the exercise without ``.meta/``, ``.approaches/``, ``.articles/``, the test and
@@ -40,7 +42,6 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -49,8 +50,10 @@ from metasearch.errors import ConfigError, TaskUnfit
 from metasearch.sandboxes.protocol import Mount, Sandbox
 from metasearch.suites.contract import Judged
 from metasearch.suites.exercise import Exercise, grading_view, hidden
-from metasearch.suites.grading import TESTRUN_MOUNT, run_budget, run_grader, testrun_mount
-from metasearch.suites.protocol import Suite, Task, TaskResult, hash_files
+from metasearch.suites.files import local_path
+from metasearch.suites.grading import TESTRUN_MOUNT, run_budget
+from metasearch.suites.hidden_tests import ARTIFACT_MOUNT, HiddenTestSuite
+from metasearch.suites.protocol import hash_files
 from metasearch.suites.testrun import scan, verdict
 from metasearch.suites.testrun.exercise_grade import example_targets
 
@@ -153,7 +156,10 @@ IMAGE_FIX = (
 )
 
 
-class PolyglotSuite(Suite):
+class PolyglotSuite(HiddenTestSuite[Exercise]):
+    """The exercises of a polyglot-benchmark checkout; an item is an ``Exercise`` (``exercises``, by task
+    id, are the items)."""
+
     name = "polyglot"
     description = (
         "Exercism exercises in six languages: implement the stub solution files in /task/workspace "
@@ -162,6 +168,8 @@ class PolyglotSuite(Suite):
     artifact_path = "workspace"
     needs_docker = True
     needs_gpu = False
+    items_noun = "loaded exercises"
+    named_subsets = SUBSETS
 
     class Config(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -174,18 +182,17 @@ class PolyglotSuite(Suite):
         grade_timeout_s: float = Field(600.0, gt=0)  # C++ compiles Catch2 (a 650 kB header) per run
         solve_timeout_s: float = Field(1200.0, gt=0)
 
+    config: Config
+
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or PolyglotSuite.Config()
         cfg = self.config
-        if cfg.subset != "all" and cfg.subset not in SUBSETS:
-            raise ConfigError(
-                f"suite.subset: unknown subset {cfg.subset!r}; allowed: all, {', '.join(SUBSETS)}"
-            )
+        self.check_subset(cfg.subset)
         if unknown := sorted(set(cfg.test_commands) - set(LANGUAGES)):
             raise ConfigError(
                 f"suite.test_commands: unknown languages {unknown}; allowed: {', '.join(LANGUAGES)}"
             )
-        self.root = _root(cfg.path)
+        self.root = local_path(cfg.path, "suite.path", "a local polyglot-benchmark checkout")
         languages = cfg.languages or [lang for lang in LANGUAGES if (self.root / lang).is_dir()]
         self.exercises = _load(self.root, languages, cfg.exercises, cfg.subset)
         self.left_out = self._leave_out_ungradable()
@@ -195,6 +202,7 @@ class PolyglotSuite(Suite):
         )
         self._lock = threading.Lock()
         self._expected_ids: dict[str, list[str]] = {}  # exercise content hash -> test ids
+        super().__init__(self.exercises, subset=cfg.subset)
 
     def _leave_out_ungradable(self) -> dict[str, str]:
         """Drop the exercises no hidden test can grade here (each named, with its reason, in a warning);
@@ -221,43 +229,39 @@ class PolyglotSuite(Suite):
             raise ConfigError(f"suite: every selected exercise was left out: {left_out}")
         return left_out
 
-    def tasks(self, subset: str | None = None) -> Sequence[Task]:
-        wanted = subset or self.config.subset
-        if wanted != "all" and wanted not in SUBSETS:
-            raise ConfigError(f"polyglot: unknown subset {wanted!r}; allowed: all, {', '.join(SUBSETS)}")
-        return [
-            Task(
-                id=task_id,
-                suite=self.name,
-                statement=_statement(ex),
-                subsets=("all", *(s for s, ids in SUBSETS.items() if f"{ex.language}__{ex.name}" in ids)),
-                timeout_s=self.config.solve_timeout_s,
-            )
-            for task_id, ex in self.exercises.items()
-            if wanted == "all" or f"{ex.language}__{ex.name}" in SUBSETS[wanted]
-        ]
+    def subset_key(self, task_id: str, item: Exercise) -> str:
+        return f"{item.language}__{item.name}"  # as DGM's lists name exercises
 
-    def prepare(self, task_id: str, dest: Path) -> None:
-        """``TASK.md`` plus ``workspace/``: the exercise without ``.meta/`` and without its tests."""
-        ex = self._exercise(task_id)
-        workspace = dest / "workspace"
+    def statement(self, item: Exercise) -> str:
+        docs = item.path / ".docs"
+        parts = [
+            (docs / name).read_text().strip()
+            for name in ("instructions.md", "instructions.append.md")
+            if (docs / name).is_file()
+        ]
+        return (
+            f"# polyglot/{item.language}/{item.name}\n\n" + "\n\n".join(parts) + "\n\n## What to do\n\n"
+            f"Implement the solution in {item.language} by editing, under /task/workspace: "
+            f"{', '.join(item.solution)}. Only these files are graded. The tests are hidden; they are run "
+            f"with the exercise's standard {item.language} test command.\n"
+        )
+
+    def write_visible(self, item: Exercise, dest: Path) -> None:
+        """``workspace/``: the exercise without ``.meta/`` and without its tests (``exercise.hidden``)."""
         shutil.copytree(
-            ex.path,
-            workspace,
+            item.path,
+            dest / "workspace",
             ignore=lambda folder, names: [
-                n for n in names if hidden(ex, (Path(folder) / n).relative_to(ex.path).as_posix())
+                n for n in names if hidden(item, (Path(folder) / n).relative_to(item.path).as_posix())
             ],
         )
-        (dest / "TASK.md").write_text(_statement(ex))
 
-    def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
-        ex = self._exercise(task_id)
-        artifact_dir.mkdir(parents=True, exist_ok=True)
-        spec = self._spec(ex)
-        if ex.language in PER_TEST and ex.language not in self.config.test_commands:
-            spec["expected"] = self._expected(ex, sandbox)
-        spec["allowed"] = example_findings(ex)  # what the benchmark's own solution needs (rust/grep: files)
-        return self._run(ex, "grade", spec, artifact_dir, sandbox).task_result()
+    def judge(self, item: Exercise, artifact_dir: Path, sandbox: Sandbox) -> Judged:
+        spec = self._spec(item)
+        if item.language in PER_TEST and item.language not in self.config.test_commands:
+            spec["expected"] = self._expected(item, sandbox)
+        spec["allowed"] = example_findings(item)  # what the benchmark's own solution needs (rust/grep: files)
+        return self._run(item, "grade", spec, artifact_dir, sandbox)
 
     def _spec(self, ex: Exercise) -> dict[str, object]:
         timeout = self.config.grade_timeout_s
@@ -275,25 +279,24 @@ class PolyglotSuite(Suite):
     def _run(
         self, ex: Exercise, mode: str, spec: dict[str, object], artifact: Path, sandbox: Sandbox
     ) -> Judged:
-        """One grading (``grading.run_grader``: a grader fault such as a missing toolchain is retried, then
+        """One grading (``run_test_grader``: a grader fault such as a missing toolchain is retried, then
         ``TaskUnfit`` naming the fix). A ``grade`` run, which runs candidate code, sees the exercise without
         its reference material (``grading_view``); the trusted ``expect`` run sees all of it."""
-        command = ["python3", GRADE_SCRIPT, mode, "/exercise", "/artifact", json.dumps(spec)]
-        timeout = self.config.grade_timeout_s
+        command = ["python3", GRADE_SCRIPT, mode, "/exercise", ARTIFACT_MOUNT, json.dumps(spec)]
         modules = ex.path / "node_modules"  # installed packages, never copied
         with tempfile.TemporaryDirectory(prefix="ms-polyglot-view-") as tmp:
             source = ex.path if mode == "expect" else grading_view(ex, Path(tmp))
-            mounts = [Mount(source, "/exercise"), testrun_mount(), Mount(artifact, "/artifact")]
+            grader_side = [Mount(source, "/exercise")]
             if source != ex.path and modules.is_dir():
                 if sandbox.name == "docker":
-                    mounts.append(Mount(modules, "/exercise/node_modules"))
+                    grader_side.append(Mount(modules, "/exercise/node_modules"))
                 else:  # the local sandbox maps a mount to a link, and /exercise is one already
                     (source / "node_modules").symlink_to(modules.resolve())
-            return run_grader(
+            return self.run_test_grader(
                 sandbox,
                 command,
-                mounts,
-                timeout_s=timeout,
+                grader_side,
+                artifact,
                 memory_mb=4096,
                 pids=GRADING_PIDS,
                 workdir="/exercise",
@@ -325,7 +328,7 @@ class PolyglotSuite(Suite):
     def example_run(self, task_id: str, sandbox: Sandbox) -> tuple[list[str], float, str | None]:
         """The trusted run of the exercise's example solution: (test ids, score, error); the ids it finds
         become the exercise's expected ids. A missing toolchain or a grader that fails raises ``TaskUnfit``."""
-        ex = self._exercise(task_id)
+        ex = self.item(task_id)
         key = hash_files(ex.path, sorted(p for p in ex.path.rglob("*") if p.is_file()))
         with tempfile.TemporaryDirectory(prefix="ms-polyglot-") as empty:
             found = self._run(ex, "expect", self._spec(ex), Path(empty), sandbox)
@@ -334,20 +337,6 @@ class PolyglotSuite(Suite):
             with self._lock:
                 self._expected_ids[key] = ids
         return ids, score, None if error is None else str(error)
-
-    def _exercise(self, task_id: str) -> Exercise:
-        if task_id not in self.exercises:
-            raise ConfigError(f"polyglot: unknown task {task_id!r} (not among the loaded exercises)")
-        return self.exercises[task_id]
-
-
-def _root(path: str | None) -> Path:
-    if not path:
-        raise ConfigError("suite.path: required; set it to a local polyglot-benchmark checkout")
-    root = Path(path).expanduser()
-    if not root.is_dir():
-        raise ConfigError(f"suite.path: {root} does not exist or is not a directory")
-    return root
 
 
 def example_findings(ex: Exercise) -> list[str]:
@@ -424,18 +413,3 @@ def _read_exercise(language: str, folder: Path) -> Exercise:
         if PurePosixPath(rel).is_absolute() or ".." in PurePosixPath(rel).parts:
             raise ConfigError(f"suite.path: {config}: path {rel!r} leaves the exercise folder")
     return Exercise(language, folder.name, folder, *lists)
-
-
-def _statement(ex: Exercise) -> str:
-    docs = ex.path / ".docs"
-    parts = [
-        (docs / name).read_text().strip()
-        for name in ("instructions.md", "instructions.append.md")
-        if (docs / name).is_file()
-    ]
-    return (
-        f"# polyglot/{ex.language}/{ex.name}\n\n" + "\n\n".join(parts) + "\n\n## What to do\n\n"
-        f"Implement the solution in {ex.language} by editing, under /task/workspace: "
-        f"{', '.join(ex.solution)}. Only these files are graded. The tests are hidden; they are run with "
-        f"the exercise's standard {ex.language} test command.\n"
-    )

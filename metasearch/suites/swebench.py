@@ -50,9 +50,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError, InfrastructureError
 from metasearch.sandboxes.protocol import Sandbox
-from metasearch.suites.contract import CandidateFailure, GraderFault, Outcome, Verdict
+from metasearch.suites.contract import CandidateFailure, GraderFault, Judged, Outcome, Verdict
+from metasearch.suites.files import local_path
 from metasearch.suites.grading import settle
-from metasearch.suites.protocol import Suite, Task, TaskResult
+from metasearch.suites.hidden_tests import HiddenTestSuite
+from metasearch.suites.protocol import TaskResult
 from metasearch.suites.testrun import scan
 
 REQUIRED = (
@@ -150,7 +152,9 @@ RESULT_MARKERS = (
 )
 
 
-class SWEBenchSuite(Suite):
+class SWEBenchSuite(HiddenTestSuite[dict[str, Any]]):
+    """The instances of an instances file; an item is an instance record (``instances``, by instance id)."""
+
     name = "swebench"
     description = (
         "Resolve a GitHub issue in a real Python repository (/testbed, at the issue's base commit); write "
@@ -159,6 +163,8 @@ class SWEBenchSuite(Suite):
     artifact_path = "output"
     needs_docker = True
     needs_gpu = False
+    items_noun = "selected instances"
+    named_subsets = SUBSETS
 
     class Config(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -167,11 +173,31 @@ class SWEBenchSuite(Suite):
         grade_timeout_s: float = Field(1800.0, gt=0)
         solve_timeout_s: float = Field(3600.0, gt=0)
 
+    config: Config
+
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or SWEBenchSuite.Config()
-        self.instances = _select(_read(self.config.instances), self.config.subset)
+        self.instances = self._select(_read(self.config.instances), self.config.subset)
         canonical = json.dumps([self.instances[i] for i in sorted(self.instances)], sort_keys=True)
         self.content_hash = hashlib.sha256(canonical.encode()).hexdigest()
+        super().__init__({f"swebench/{iid}": record for iid, record in self.instances.items()})
+
+    def _select(
+        self, instances: dict[str, dict[str, Any]], subset: str | list[str]
+    ) -> dict[str, dict[str, Any]]:
+        """The instances ``subset`` selects: ``all``, a named subset or a list of instance ids."""
+        if subset == "all":
+            return instances
+        if isinstance(subset, str):
+            self.check_subset(subset)
+            ids = SUBSETS[subset]
+        else:
+            ids = subset
+        if missing := [i for i in ids if i not in instances]:
+            raise ConfigError(
+                f"suite.subset: {len(missing)} instances missing from suite.instances: {missing[:10]}"
+            )
+        return {i: instances[i] for i in ids}
 
     def needs(self) -> None:
         """Raise ``ConfigError`` when grading cannot work here: the ``swebench`` harness is missing or
@@ -187,7 +213,7 @@ class SWEBenchSuite(Suite):
 
     def missing_images(self) -> list[str]:
         """The instance images (``image_for``) the local Docker engine lacks, in task order."""
-        images = [self.image_for(f"swebench/{iid}") for iid in self.instances]
+        images = [self.image_for(task_id) for task_id in self.items]
         try:
             done = subprocess.run(
                 ["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}"],
@@ -210,62 +236,45 @@ class SWEBenchSuite(Suite):
             f"{len(self.instances) - len(missing)}/{len(self.instances)}"
         )
 
-    def tasks(self, subset: str | None = None) -> Sequence[Task]:
-        if subset not in (None, "all") and subset not in SUBSETS:
-            raise ConfigError(f"swebench: unknown subset {subset!r}; allowed: all, {', '.join(SUBSETS)}")
-        return [
-            Task(
-                id=f"swebench/{iid}",
-                suite=self.name,
-                statement=_statement(self.instances[iid]),
-                subsets=tuple(name for name, ids in SUBSETS.items() if iid in ids),
-                timeout_s=self.config.solve_timeout_s,
-            )
-            for iid in self.instances
-            if subset in (None, "all") or iid in SUBSETS[subset]
-        ]
+    def task_subsets(self, task_id: str, item: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(name for name, ids in SUBSETS.items() if item["instance_id"] in ids)  # "all" unsaid
 
-    def prepare(self, task_id: str, dest: Path) -> None:
-        instance = self._instance(task_id)
-        dest.mkdir(parents=True, exist_ok=True)
-        visible = {key: instance[key] for key in VISIBLE}
+    def statement(self, item: dict[str, Any]) -> str:
+        return (
+            f"# swebench/{item['instance_id']}\n\nRepository {item['repo']} at commit "
+            f"{item['base_commit']} (checked out at /testbed).\n\n## Issue\n\n"
+            f"{str(item['problem_statement']).strip()}\n\n## What to do\n\nChange the repository so that the "
+            "issue is resolved, then write `git -C /testbed diff` to output/patch.diff. Hidden tests decide.\n"
+        )
+
+    def write_visible(self, item: dict[str, Any], dest: Path) -> None:
+        """``instance.json``: the record's visible fields only (``VISIBLE``), never the gold or the tests."""
+        visible = {key: item[key] for key in VISIBLE}
         (dest / "instance.json").write_text(json.dumps(visible, indent=2) + "\n")
-        (dest / "TASK.md").write_text(_statement(instance))
-        (dest / "output").mkdir(exist_ok=True)
 
     def image_for(self, task_id: str) -> str:
         """The published instance image the agent should run in (repository at ``/testbed``)."""
-        iid = self._instance(task_id)["instance_id"]
+        iid = self.item(task_id)["instance_id"]
         return f"swebench/sweb.eval.x86_64.{iid.replace('__', '_1776_')}:latest".lower()
 
-    def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
-        instance = self._instance(task_id)
+    def judge(self, item: dict[str, Any], artifact_dir: Path, sandbox: Sandbox) -> Judged:
         harness_version()
-        patch = self.screen(task_id, artifact_dir)
-        if isinstance(patch, TaskResult):
+        patch = _screen(item, artifact_dir)
+        if isinstance(patch, CandidateFailure):
             return patch
-        image = self.image_for(task_id)
+        image = self.image_for(f"swebench/{item['instance_id']}")
         if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode != 0:
             raise InfrastructureError(
                 f"swebench: instance image {image} is not in the local Docker engine: {load_hint(image)}",
                 retryable=False,
             )
-        what = f"swebench harness on {instance['instance_id']}"
-        return settle(lambda _mb: self._run_harness(instance, patch), what=what).task_result()
+        what = f"swebench harness on {item['instance_id']}"
+        return settle(lambda _mb: self._run_harness(item, patch), what=what)
 
     def screen(self, task_id: str, artifact_dir: Path) -> str | TaskResult:
         """The candidate's patch text, or the result that refuses it (missing, empty, tamper scan)."""
-        instance = self._instance(task_id)
-        patch = _read_patch(artifact_dir / "patch.diff")
-        if patch is None:
-            return TaskResult(score=0.0, error="no patch: expected output/patch.diff (a regular file)")
-        if not patch.strip():
-            return TaskResult(score=0.0, error="empty patch: output/patch.diff holds no changes")
-        names = {_test_name(t) for t in expected_ids(instance)}
-        markers = RESULT_MARKERS + tuple(sorted(n for n in names if len(n) >= 8))
-        if found := scan.patch_findings(patch, markers):
-            return TaskResult(score=0.0, flags=(TAMPER,), error=f"{TAMPER}: {', '.join(found[:3])}")
-        return patch
+        found = _screen(self.item(task_id), artifact_dir)
+        return found if isinstance(found, str) else found.task_result()
 
     def _run_harness(self, instance: dict[str, Any], patch: str) -> Outcome:
         """One run of the official harness on the patch, under the grader contract (``read_report``)."""
@@ -290,12 +299,6 @@ class SWEBenchSuite(Suite):
             return GraderFault(f"the harness did not finish grading {iid}")
         logs = tmp / "logs" / "run_evaluation" / run_id / MODEL / iid
         return read_report(iid, logs, done.stdout + done.stderr, expected=expected_ids(instance))
-
-    def _instance(self, task_id: str) -> dict[str, Any]:
-        iid = task_id.split("/", 1)[-1]
-        if not task_id.startswith("swebench/") or iid not in self.instances:
-            raise ConfigError(f"swebench: unknown task {task_id!r} (not among the selected instances)")
-        return self.instances[iid]
 
 
 def harness_version() -> str:
@@ -374,17 +377,28 @@ def _read_patch(path: Path) -> str | None:
         return f.read(PATCH_BYTES).decode("utf-8", "replace")
 
 
+def _screen(instance: dict[str, Any], artifact_dir: Path) -> str | CandidateFailure:
+    """The patch in ``artifact_dir``, or why it is refused before the harness runs: none, empty, or what the
+    tamper scan finds in what it adds (``scan.patch_findings``: result lines, expected test names)."""
+    patch = _read_patch(artifact_dir / "patch.diff")
+    if patch is None:
+        return CandidateFailure("no patch: expected output/patch.diff (a regular file)")
+    if not patch.strip():
+        return CandidateFailure("empty patch: output/patch.diff holds no changes")
+    names = {_test_name(t) for t in expected_ids(instance)}
+    markers = RESULT_MARKERS + tuple(sorted(n for n in names if len(n) >= 8))
+    if found := scan.patch_findings(patch, markers):
+        return CandidateFailure(f"{TAMPER}: {', '.join(found[:3])}", flags=(TAMPER,))
+    return patch
+
+
 def _test_name(test_id: str) -> str:
     """The function part of a test id: pytest ``path::Class::name[param]``, Django ``name (module.Class)``."""
     return test_id.split(" (", 1)[0].rsplit("::", 1)[-1].split("[", 1)[0]
 
 
 def _read(path: str | None) -> dict[str, dict[str, Any]]:
-    if not path:
-        raise ConfigError("suite.instances: required; set it to a local SWE-bench .json or .jsonl file")
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise ConfigError(f"suite.instances: {file} does not exist")
+    file = local_path(path, "suite.instances", "a local SWE-bench .json or .jsonl file", kind="file")
     text = file.read_text()
     try:
         if file.suffix == ".jsonl":
@@ -404,28 +418,3 @@ def _read(path: str | None) -> dict[str, dict[str, Any]]:
             raise ConfigError(f"suite.instances: {file}: {name} lacks {', '.join(missing)}")
         instances[str(record["instance_id"])] = record
     return instances
-
-
-def _select(instances: dict[str, dict[str, Any]], subset: str | list[str]) -> dict[str, dict[str, Any]]:
-    if subset == "all":
-        return instances
-    if isinstance(subset, str):
-        if subset not in SUBSETS:
-            raise ConfigError(f"suite.subset: unknown subset {subset!r}; allowed: all, {', '.join(SUBSETS)}")
-        ids = SUBSETS[subset]
-    else:
-        ids = subset
-    if missing := [i for i in ids if i not in instances]:
-        raise ConfigError(
-            f"suite.subset: {len(missing)} instances missing from suite.instances: {missing[:10]}"
-        )
-    return {i: instances[i] for i in ids}
-
-
-def _statement(instance: dict[str, Any]) -> str:
-    return (
-        f"# swebench/{instance['instance_id']}\n\nRepository {instance['repo']} at commit "
-        f"{instance['base_commit']} (checked out at /testbed).\n\n## Issue\n\n"
-        f"{str(instance['problem_statement']).strip()}\n\n## What to do\n\nChange the repository so that the "
-        "issue is resolved, then write `git -C /testbed diff` to output/patch.diff. Hidden tests decide.\n"
-    )

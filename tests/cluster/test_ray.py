@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from metasearch.archive import read_index
 
 pytest.importorskip("ray")
 
@@ -26,29 +29,52 @@ BASE = [
 ]
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "metasearch.cli", *args], capture_output=True, text=True, timeout=600, cwd=ROOT
+        [sys.executable, "-m", "metasearch.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=env,
     )
 
 
 def test_evaluations_run_as_ray_tasks_and_results_reach_the_head(tmp_path: Path) -> None:
+    """Evaluations, expansions and smoke runs go through Ray; what a worker's suite learns of a task comes
+    back to the head, is journaled, and the next worker's suite starts from it (``counting_suite``: each
+    grading counts itself as a learned fact and reports the count it started from)."""
+    path = os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
     result = cli(
         "run",
         "configs/quickstart.yaml",
         *BASE,
         "-o",
         "budget.evaluations=3",
+        "-o",
+        "suite.name=counting_suite:CountingSuite",
         "--archive-dir",
         str(tmp_path),
         "--study",
         "ray",
+        env={**os.environ, "PYTHONPATH": path},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     study = tmp_path / "ray"
     events = [json.loads(line) for line in (study / "journal.jsonl").read_text().splitlines()]
     recorded = [e["evaluation"] for e in events if e["op"] == "evaluation_recorded"]
     assert len(recorded) >= 5 and all(r["error"] is None for r in recorded), recorded
+    # With two jobs at a time, the third evaluation of a task starts after one of the first two came back:
+    # it starts from a count of at least 1, which only the head could have given it.
+    by_task: dict[str, list[float]] = {}
+    for r in recorded:
+        by_task.setdefault(r["task_id"], []).append(r["metrics"]["graded_before"])
+    assert any(len(seen) >= 3 for seen in by_task.values()), by_task
+    assert all(max(seen) >= 1 for seen in by_task.values() if len(seen) >= 3), by_task
+    learned = [e for e in events if e["op"] == "task_learned"]
+    assert {e["task_id"] for e in learned} == set(by_task), learned
+    known = read_index(study).learned  # what the last evaluation to come back counted
+    assert all(known[t]["graded"] in {b + 1 for b in seen} for t, seen in by_task.items()), (known, by_task)
     assert all(
         (study / "logs" / r["job_id"] / "agent.log").read_text().startswith("# exit_code=0") for r in recorded
     )

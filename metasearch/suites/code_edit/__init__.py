@@ -6,6 +6,9 @@ mounts. ``prepare`` copies the visible part to ``/task/repo`` as a fresh git rep
 ``git diff`` yields the artifact: a unified diff in ``output/patch.diff`` with paths relative to the
 repository root. The grader (``grade.py``) applies it to a pristine copy and runs the hidden tests.
 
+Host side: ``CodeEditSuite`` here (a ``HiddenTestSuite``: the shared listing, preparing and grading flow).
+Grader side, mounted read-only into each grading run: ``grade.py`` and the one task's ``repos/<name>/``.
+
 Score: fraction of the expected hidden tests (collected on the pristine repository) that both grading
 harnesses report passed; metric ``resolved`` is all-or-nothing. A patch that touches any test file is
 refused with flag ``touched_tests``; one whose added code the tamper scan flags, or whose run forges,
@@ -19,21 +22,21 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metasearch.errors import ConfigError, InfrastructureError
+from metasearch.errors import InfrastructureError
 from metasearch.sandboxes.protocol import Mount, Sandbox
-from metasearch.suites.grading import TESTRUN_MOUNT, grade, run_budget, testrun_mount
-from metasearch.suites.protocol import Suite, Task, TaskResult
+from metasearch.suites.contract import Judged
+from metasearch.suites.grading import TESTRUN_MOUNT, run_budget
+from metasearch.suites.hidden_tests import ARTIFACT_MOUNT, HiddenTestSuite
 
 GRADER_DIR = Path(__file__).resolve().parent
 REPOS_DIR = GRADER_DIR / "repos"
 HIDDEN = "hidden_tests"
 SMOKE = ("intervals", "textstats")
-SUBSETS = ("all", "smoke")
+SUBSETS = {"smoke": SMOKE}  # besides "all"
 DESCRIPTION = (
     "Bug fixing in small Python repositories. /task/repo is a git repository holding the code and, in "
     "ISSUE.md, a description of one bug. Fix the bug in the source (never in tests: patches touching test "
@@ -54,12 +57,16 @@ GIT_ENV = {
 }
 
 
-class CodeEditSuite(Suite):
+class CodeEditSuite(HiddenTestSuite[str]):
+    """The repositories under ``repos/``; an item is a repository's name."""
+
     name = "code-edit"
     description = DESCRIPTION
     artifact_path = "output"
     needs_docker = False
     needs_gpu = False
+    items_noun = "repositories"
+    named_subsets = SUBSETS
 
     class Config(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -67,41 +74,34 @@ class CodeEditSuite(Suite):
         grade_timeout_s: float = Field(60.0, gt=0)
         solve_timeout_s: float = Field(600.0, gt=0)
 
+    config: Config
+
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or CodeEditSuite.Config()
-        _check_subset(self.config.subset, "suite.subset")
-
-    def tasks(self, subset: str | None = None) -> Sequence[Task]:
-        wanted = subset or self.config.subset
-        _check_subset(wanted, "code-edit: subset")
+        self.check_subset(self.config.subset)
         names = sorted(p.name for p in REPOS_DIR.iterdir() if (p / "ISSUE.md").is_file())
-        return [
-            Task(
-                id=f"code-edit/{name}",
-                suite=self.name,
-                statement=_statement(name),
-                subsets=("all", "smoke") if name in SMOKE else ("all",),
-                timeout_s=self.config.solve_timeout_s,
-            )
-            for name in names
-            if wanted == "all" or name in SMOKE
-        ]
+        # Every repository stays gradable whatever the subset: the held-out gate grades tasks("all").
+        super().__init__({f"code-edit/{name}": name for name in names}, subset=self.config.subset)
 
-    def prepare(self, task_id: str, dest: Path) -> None:
-        """Write ``TASK.md``, ``repo/`` (a one-commit git repository) and an empty ``output/``."""
-        name = _name(task_id)
-        repo = dest / "repo"
+    def statement(self, item: str) -> str:
+        issue = (REPOS_DIR / item / "ISSUE.md").read_text()
+        return (
+            f"# code-edit/{item}\n\n{DESCRIPTION}\n\n## The issue\n\n{issue.strip()}\n\n"
+            "Do not edit tests: add or change source files only.\n"
+        )
+
+    def write_visible(self, item: str, dest: Path) -> None:
+        """``repo/``: the repository without its hidden tests, as a one-commit git repository."""
+        task_id, repo = f"code-edit/{item}", dest / "repo"
         shutil.copytree(
-            REPOS_DIR / name,
+            REPOS_DIR / item,
             repo,
             ignore=shutil.ignore_patterns(HIDDEN, "__pycache__", "*.pyc", ".pytest_cache"),
         )
-        (dest / "TASK.md").write_text(_statement(name))
-        (dest / "output").mkdir(exist_ok=True)
         for command in (
             ["git", "init", "-q", "-b", "main"],
             ["git", "add", "-A"],
-            ["git", "commit", "-q", "-m", f"{name}: starting point"],
+            ["git", "commit", "-q", "-m", f"{item}: starting point"],
         ):
             try:
                 done = subprocess.run(command, cwd=repo, env=GIT_ENV, capture_output=True, text=True)
@@ -115,47 +115,16 @@ class CodeEditSuite(Suite):
                 )
 
     def grader_files(self, task_id: str) -> dict[str, str]:
-        hidden = REPOS_DIR / _name(task_id) / HIDDEN
+        hidden = REPOS_DIR / self.item(task_id) / HIDDEN
         return {f"{HIDDEN}/{p.relative_to(hidden)}": p.read_text() for p in sorted(hidden.rglob("*.py"))}
 
-    def grade(self, task_id: str, artifact_dir: Path, sandbox: Sandbox) -> TaskResult:
-        name = _name(task_id)
-        artifact_dir.mkdir(parents=True, exist_ok=True)
-        timeout = self.config.grade_timeout_s
-        command = ["python3", "/grader/grade.py", f"/grader/repos/{name}", "/artifact/patch.diff"]
-        command += [TESTRUN_MOUNT, repr(run_budget(timeout, 3))]  # collect, then two harnesses
+    def judge(self, item: str, artifact_dir: Path, sandbox: Sandbox) -> Judged:
+        command = ["python3", "/grader/grade.py", f"/grader/repos/{item}", f"{ARTIFACT_MOUNT}/patch.diff"]
+        command += [TESTRUN_MOUNT, repr(run_budget(self.config.grade_timeout_s, 3))]  # collect, two harnesses
         # The grader script and this task's repository only: never another task's hidden tests.
-        mounts = [
+        grader_side = [
             Mount(GRADER_DIR / "grade.py", "/grader/grade.py"),
-            Mount(REPOS_DIR / name, f"/grader/repos/{name}"),
-            testrun_mount(),
-            Mount(artifact_dir, "/artifact"),
+            Mount(REPOS_DIR / item, f"/grader/repos/{item}"),
         ]
-        return grade(
-            sandbox, command, mounts, timeout_s=timeout, what=f"code-edit grader on {name}", workdir="/grader"
-        )
-
-
-def _statement(name: str) -> str:
-    issue = (REPOS_DIR / name / "ISSUE.md").read_text()
-    return (
-        f"# code-edit/{name}\n\n{DESCRIPTION}\n\n## The issue\n\n{issue.strip()}\n\n"
-        "Do not edit tests: add or change source files only.\n"
-    )
-
-
-def _check_subset(subset: str, where: str) -> None:
-    if subset not in SUBSETS:
-        raise ConfigError(f"{where}: unknown subset {subset!r}; allowed: {', '.join(SUBSETS)}")
-
-
-def _name(task_id: str) -> str:
-    name = task_id.split("/", 1)[-1]
-    if (
-        not task_id.startswith("code-edit/")
-        or "/" in name
-        or name.startswith(".")
-        or not (REPOS_DIR / name / "ISSUE.md").is_file()
-    ):
-        raise ConfigError(f"code-edit: unknown task {task_id!r}")
-    return name
+        what = f"code-edit grader on {item}"
+        return self.run_test_grader(sandbox, command, grader_side, artifact_dir, what=what, workdir="/grader")

@@ -30,6 +30,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from metasearch.errors import ConfigError
+from metasearch.suites.files import local_path
 from metasearch.suites.kernels.footprint import Footprint, estimate, machine_mb
 from metasearch.suites.kernels.sources import TaskSource, cuda_available
 from metasearch.suites.protocol import hash_files
@@ -273,11 +274,7 @@ def _literal_size(value: ast.expr) -> int | tuple[int, ...] | None:
 
 
 def _problem_root(path: str | None) -> Path:
-    if not path:
-        raise ConfigError("suite.path: required; set it to a local KernelBench checkout")
-    root = Path(path).expanduser()
-    if not root.is_dir():
-        raise ConfigError(f"suite.path: {root} does not exist or is not a directory")
+    root = local_path(path, "suite.path", "a local KernelBench checkout")
     if (root / "KernelBench").is_dir():
         root = root / "KernelBench"
     if not any(root.glob("level*/")):
