@@ -13,7 +13,7 @@ from pathlib import Path
 
 import openai
 import pytest
-from conftest import call, chat_body
+from gateway_client import call, chat_body
 
 from metasearch.llm.gateway import Gateway
 from metasearch.llm.scripted import ScriptedLLM

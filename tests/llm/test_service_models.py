@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import call, chat_body
+from gateway_client import call, chat_body
 
 from metasearch.llm.config import LLMSection, ModelEntry
 from metasearch.llm.scripted import ScriptedLLM

@@ -9,7 +9,7 @@ import logging
 from typing import Any
 
 import pytest
-from conftest import UnixHTTP, call, chat_body
+from gateway_client import UnixHTTP, call, chat_body
 
 from metasearch.llm.gateway import Gateway
 from metasearch.llm.scripted import ScriptedLLM
