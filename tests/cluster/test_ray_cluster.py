@@ -192,10 +192,13 @@ def test_the_quickstart_survives_a_worker_node_dying(
         cwd=ROOT, capture_output=True, text=True, check=True,
     )  # fmt: skip
     nodes = json.loads(status.stdout)["ray_nodes"]
-    assert len(nodes) == 2 and all(n["done"] and n["running"] == 0 for n in nodes), nodes
+    # A job lost before its task reported where it ran (sent to the node as it died) is on no known node.
+    known = [n for n in nodes if n["node"] != "unknown"]
+    assert len(known) == 2 and all(n["done"] and n["running"] == 0 for n in known), nodes
+    assert all(n["done"] == n["running"] == 0 for n in nodes if n["node"] == "unknown"), nodes
     assert sum(n["failed"] for n in nodes) >= len(lost), nodes  # lost jobs count on the node they started on
     # Times are the head's (a task's report in, its result back): a little past 1 only when slots stay full.
-    assert all(0 < n["utilisation"] <= 1.2 for n in nodes), nodes
+    assert all(0 < n["utilisation"] <= 1.2 for n in known), nodes
 
     # The archive agrees with the journal, git is sound, MLflow mirrors every agent and evaluation.
     repo = study / "repo"
