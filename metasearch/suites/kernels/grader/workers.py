@@ -246,10 +246,13 @@ class Forked:
         sys.stderr.flush()
         self.returncode: int | None = None
         self.pid = os.fork()
-        if self.pid == 0:  # the worker: never returns
-            import worker
+        if self.pid == 0:  # the worker: never returns, nor runs another line of the judge's
+            try:
+                import worker
 
-            worker.forked(argv, keep, stderr_fd, worker_env(), name)
+                worker.forked(argv, keep, stderr_fd, worker_env(), name)
+            finally:
+                os._exit(1)
 
     def poll(self) -> int | None:
         if self.returncode is None:
