@@ -611,13 +611,14 @@ def test_a_change_that_puts_itself_back_when_used_gains_nothing(
 ) -> None:
     plant, wrong, change = ONE_SHOT[name]
     assert scan.findings(ONE_SHOT_SOLUTION.format(plant=plant, wrong=wrong, change=change)) == []
-    baseline = _one_shot(tmp_path, one_shot_expected, plant, wrong, "pass")  # the wrong answer alone
-    assert baseline["score"] == pytest.approx(7 / 8) and not baseline["flags"], baseline
+    # The wrong answer alone fails exactly one of the 8 tests (each wrong answer is planted under one test;
+    # a plant that failed none would show here as a score above 7/8, unflagged).
+    alone = 7 / 8
     result = _one_shot(tmp_path, one_shot_expected, plant, wrong, change)
     record_property("outcome", f"score {result['score']:.2f} flags {result['flags']}: {result.get('error')}")
-    assert result["score"] <= baseline["score"], (name, result)
-    # refused (the wrong answer fails as it did alone), or seen
-    assert result["flags"] == [TAMPER] or result["score"] == baseline["score"], (name, result)
+    assert result["score"] <= alone, (name, result)
+    # refused, or seen: the wrong answer fails as it does alone
+    assert result["flags"] == [TAMPER] or result["score"] == pytest.approx(alone), (name, result)
     if result["flags"]:
         assert "the code under test changed" in result["error"], result["error"]
 
