@@ -44,6 +44,7 @@ LONGEST_FIRST = (
     "tests/suites/test_kernels.py",
     "tests/suites/test_tests_verdict.py",
     "tests/suites/test_adapters.py",
+    "tests/llm/test_real_model_study.py",  # CI only (-m slow); by the time it starts its vLLM is ready
     "tests/suites/test_test_shape.py",
     "tests/test_e2e.py",
     "tests/study/test_provenance.py",

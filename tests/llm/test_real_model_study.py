@@ -8,17 +8,20 @@ class; the token ledger equals the server's own count (vLLM's Prometheus counter
 study's token cap is never exceeded. The same server also answers an agent in a Docker sandbox through the
 gateway, whose per-job tally equals the usage vLLM reported; after ``close`` the server is gone.
 
-Slow and opt-in (one vLLM start, about four minutes on two cores): ``bash .ci/vllm-cpu-setup && .venv/bin/pytest -m
-slow tests/llm/test_real_model_study.py``.
+Slow and opt-in (one vLLM start, about three minutes on two cores): ``bash .ci/vllm-cpu-setup && .venv/bin/pytest -m
+slow tests/llm/test_real_model_study.py``. CI runs it in its test session, once ``.ci/test`` has the vLLM environment
+ready (``METASEARCH_VLLM_READY``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -98,9 +101,26 @@ def agent_through_the_gateway(service: LLMService, sandbox: Sandbox, tmp_path: P
     assert len((logs / "llm.jsonl").read_text().splitlines()) == 2
 
 
+def wait_for_the_vllm_environment(limit_s: float = 1800) -> None:
+    """In CI the vLLM environment and model are made ready beside the tests (``.ci/test``): wait until the file
+    ``METASEARCH_VLLM_READY`` names says "ok", and fail with what it says instead."""
+    marker = os.environ.get("METASEARCH_VLLM_READY")
+    if not marker:
+        return
+    deadline = time.monotonic() + limit_s
+    while not Path(marker).is_file() or not Path(marker).read_text().strip():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the vLLM environment was not ready after {limit_s:g} s")
+        time.sleep(2)
+    said = Path(marker).read_text().strip()
+    if said != "ok":
+        pytest.fail(f"the vLLM environment or model could not be prepared: {said}")
+
+
 def test_a_real_model_drives_a_short_study_and_the_ledger_matches_the_server(
     tmp_path: Path, docker_reason: str | None, request: pytest.FixtureRequest
 ) -> None:
+    wait_for_the_vllm_environment()
     if not VLLM_PYTHON.exists():
         pytest.skip("no vLLM environment: run `bash .ci/vllm-cpu-setup` first")
     prepared = subprocess.run(
