@@ -8,7 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,33 +63,25 @@ def honest_grading(suite: KernelsSuite, task: str, tmp_path: Path, sandbox=None)
     return _HONEST[key]
 
 
-def assert_no_gain(
-    result: TaskResult,
-    honest: Callable[[], TaskResult],
-    first: TaskResult | None = None,
-    again: Callable[[], TaskResult] | None = None,
+def assert_no_gain(  # type: ignore[no-untyped-def]
+    result: TaskResult, suite: KernelsSuite, task: str, source: str, tmp_path: Path, sandbox=None
 ) -> None:
-    """The attack scored no higher than the honest solution (``first``, else graded now), and, unless it was
-    rejected outright, claimed no larger speedup (timing noise between two gradings stays well inside 1.6x;
-    the attacks aim higher). A machine busy at the wrong moment can still halve one honest grading, or
-    double one attack's reference (the reference's speed varies up to 2x between gradings on a loaded
-    2-core machine), so when the attack looks ahead of the first, the honest solution is graded once more
-    and the better counts; if the attack still looks ahead, it is graded again (``again``) beside a third
-    honest grading, and counts as a gain only if it gains both times: an attack that works gains on every
-    grading, one that rode a lucky draw does not repeat it."""
-    gradings = [first if first is not None else honest()]
-    if not _no_gain(result, gradings[0]):
-        gradings.append(honest())
-    if not _no_gain(result, _best(gradings)) and again is not None:
-        gradings.append(honest())
-        retry = again()
-        assert _no_gain(result, _best(gradings)) or _no_gain(retry, _best(gradings)), (
-            result,
-            retry,
-            gradings,
-        )
+    """The attack ``source`` (graded as ``result``) scored no higher than the honest solution (its shared
+    grading, ``honest_grading``), and, unless it was rejected outright, claimed no larger speedup (timing
+    noise between two gradings stays well inside 1.6x; the attacks aim higher). A machine busy at the wrong
+    moment can still halve one honest grading, or double one attack's reference (the reference's speed
+    varies up to 2x between gradings on a loaded 2-core machine), so when the attack looks ahead of the
+    first, the honest solution is graded once more and the better counts; if the attack still looks ahead,
+    it is graded again beside a third honest grading, and counts as a gain only if it gains both times: an
+    attack that works gains on every grading, one that rode a lucky draw does not repeat it."""
+    gradings = [honest_grading(suite, task, tmp_path, sandbox)]
+    if not _no_gain(result, _best(gradings)):
+        gradings.append(grade(suite, task, oracle(task), tmp_path, sandbox))
+    if _no_gain(result, _best(gradings)):
         return
-    assert _no_gain(result, _best(gradings)), (result, gradings)
+    gradings.append(grade(suite, task, oracle(task), tmp_path, sandbox))
+    retry = grade(suite, task, source, tmp_path, sandbox)
+    assert _no_gain(result, _best(gradings)) or _no_gain(retry, _best(gradings)), (result, retry, gradings)
 
 
 def _best(gradings: list[TaskResult]) -> TaskResult:
@@ -273,13 +265,7 @@ def test_attacks_on_the_grader_are_caught(name: str, tmp_path: Path, record_prop
     result = grade(suite, task, source, tmp_path)
     record_property("outcome", outcome(result))
     if caught_by == "no gain":
-        honest = honest_grading(suite, task, tmp_path)
-        assert_no_gain(
-            result,
-            lambda: grade(suite, task, oracle(task), tmp_path),
-            honest,
-            lambda: grade(suite, task, source, tmp_path),
-        )
+        assert_no_gain(result, suite, task, source, tmp_path)
         return
     assert result.score == 0.0, result
     assert caught_by in result.flags or caught_by in (result.error or ""), result
@@ -299,13 +285,7 @@ def test_attacks_on_the_grader_are_caught_on_cuda(name: str, tmp_path: Path, rec
     record_property("outcome", outcome(result))
     print(f"{name}: {outcome(result)} {result.metrics}")
     if caught_by == "no gain":
-        honest = honest_grading(suite, task, tmp_path)
-        assert_no_gain(
-            result,
-            lambda: grade(suite, task, oracle(task), tmp_path),
-            honest,
-            lambda: grade(suite, task, source, tmp_path),
-        )
+        assert_no_gain(result, suite, task, source, tmp_path)
         return
     assert result.score == 0.0, result
     assert caught_by in result.flags or caught_by in (result.error or ""), result
@@ -546,13 +526,7 @@ def test_attacks_in_docker(name: str, docker_sandbox_factory, tmp_path: Path, re
     result = grade(suite, task, source, tmp_path, sandbox)
     record_property("outcome", outcome(result))
     if caught_by == "no gain":
-        honest = honest_grading(suite, task, tmp_path, sandbox)
-        assert_no_gain(
-            result,
-            lambda: grade(suite, task, oracle(task), tmp_path, sandbox),
-            honest,
-            lambda: grade(suite, task, source, tmp_path, sandbox),
-        )
+        assert_no_gain(result, suite, task, source, tmp_path, sandbox)
     else:
         assert result.score == 0.0 and (caught_by in result.flags or caught_by in (result.error or "")), (
             result
@@ -625,7 +599,8 @@ def test_a_forked_worker_holds_only_its_own_pipes(tmp_path: Path) -> None:
     """The workers fork from the judge: the candidate's worker must hold none of the judge's descriptors, the
     reference's worker's pipes among them (it could write commands to the reference, or read its outputs),
     and it runs as the worker program, under its own name."""
-    source = INHERITED_DESCRIPTORS + "import sys as _s\nassert _s.modules['__main__'].Worker\n"
+    source = INHERITED_DESCRIPTORS + "assert sys.modules['__main__'].Worker\n"
+    source += "assert open('/proc/self/comm').read().strip() == 'kernels-cand'\n"
     source += oracle("row_softmax")
     result = grade(KernelsSuite(KernelsSuite.Config(reps=5)), "row_softmax", source, tmp_path)
     assert result.error is None and result.metrics["correct"] == 1.0, result

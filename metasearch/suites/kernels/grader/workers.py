@@ -238,8 +238,9 @@ class Worker:
 class Forked:
     """A worker process, forked from the judge rather than started afresh: it finds Python, NumPy and
     PyTorch already imported (a fresh interpreter spends seconds importing them, most of a CPU grading's
-    cost), and nothing else of the judge's, which has drawn no secret yet when it forks (the judge forks
-    before it imports the reference or draws a seed). Popen's interface, as far as the judge uses it."""
+    cost). It holds a copy of the judge's memory as it was then, in which there is nothing secret yet (the
+    judge forks before it imports the reference or draws a seed), and none of its descriptors but its own
+    (``worker.forked``). Popen's interface, as far as the judge uses it."""
 
     def __init__(self, argv: list[str], keep: tuple[int, ...], stderr_fd: int, name: str) -> None:
         sys.stdout.flush()
