@@ -70,6 +70,9 @@ def run_pytest(
     import pytest
 
     sys.path.append(root)
+    # Plugins installed beside pytest are not loaded: the run is the same wherever it happens (the sandbox
+    # image installs none; a local sandbox's environment may hold many), and none of their code runs in it.
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     # A grader-owned configuration, read before candidate code exists: repository ini files cannot add
     # options or plugins.
     with tempfile.TemporaryDirectory(prefix="harness-", ignore_cleanup_errors=True) as own:
