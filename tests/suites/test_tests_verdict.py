@@ -895,6 +895,16 @@ def test_the_harness_needs_its_channel_and_names_it_nowhere(tmp_path: Path) -> N
     assert bare.returncode != 0 and "no channel on stdin" in bare.stderr
 
 
+def test_a_graded_pytest_run_loads_no_installed_plugin(tmp_path: Path) -> None:
+    """This environment installs pytest plugins (xdist, timeout); the harness's pytest run loads none."""
+    (tmp_path / "t_test.py").write_text(
+        "import sys\n\ndef test_plugins():\n"
+        "    assert not {'xdist', 'pytest_timeout'} & set(sys.modules), sorted(sys.modules)\n"
+    )
+    run = channel.run_harness("pytest", str(tmp_path), ["t_test.py"], timeout_s=60)
+    assert verdict.outcomes(run) == {"t_test.py::test_plugins": "passed"}, run.output
+
+
 def test_scan_has_no_false_positives_on_honest_code() -> None:
     for example in PRACTICE.glob("*/.meta/example.py"):
         assert scan.findings(example.read_text()) == [], example
