@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -100,11 +102,15 @@ def docker_sandbox_factory():
     if reason:
         pytest.skip(reason)
     from metasearch.sandboxes.docker import DockerSandbox
+    from metasearch.sandboxes.protocol import DEFAULT_LIMITS
 
     made: list[DockerSandbox] = []
 
-    def make(study: str = "pytest") -> DockerSandbox:
-        sandbox = DockerSandbox(DockerSandbox.Config(), study=study)
+    def make(study: str = "pytest", **limits: Any) -> DockerSandbox:
+        """A sandbox of the default configuration; ``limits`` replace fields of its default limits."""
+        sandbox = DockerSandbox(
+            DockerSandbox.Config(), study=study, limits=dataclasses.replace(DEFAULT_LIMITS, **limits)
+        )
         made.append(sandbox)
         return sandbox
 

@@ -601,10 +601,10 @@ def get_init_inputs():
 KB_RELU_ID = "kernelbench/L1/19_ReLU"
 
 
-def _kb_relu(root: Path) -> Path:
+def _kb_relu(root: Path, source: str = KB_RELU) -> Path:
     path = root / "KernelBench" / "level1" / "19_ReLU.py"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(KB_RELU)
+    path.write_text(source)
     return root
 
 
@@ -632,20 +632,22 @@ def test_kernelbench_sizes_each_problem_and_leaves_out_what_cannot_fit(tmp_path:
 
 
 @pytest.mark.docker
-@pytest.mark.timeout(1800)  # two minutes on an idle 2-core machine; moving 512 MiB per call takes a while
+@pytest.mark.timeout(1200)
 def test_kernelbench_large_output_grades_right_in_docker(docker_sandbox_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """A correct candidate with a 256 MiB output passes in Docker and a wrong one fails on correctness:
+    """A correct candidate with an output twice the size of the sandbox's scratch space (64 MiB against
+    32 MiB of /tmp and of each writable folder) passes in Docker and a wrong one fails on correctness:
     nothing the grader does depends on the sandbox's small scratch space."""
-    root = _kb_relu(_kernelbench(tmp_path / "kb"))
+    relu = KB_RELU.replace("batch_size = 16", "batch_size = 4")  # 4 x 4M floats: 64 MiB in, 64 MiB out
+    root = _kb_relu(_kernelbench(tmp_path / "kb"), relu)
     suite = _kb(root, levels=[1], ids=["L1/19"], device="cpu", reps=3)
-    sandbox = docker_sandbox_factory()
+    sandbox = docker_sandbox_factory(tmp_mb=32, disk_mb=32)
     out = tmp_path / "out"
     out.mkdir()
-    (out / "solution.py").write_text(KB_RELU.replace("Model", "ModelNew"))
+    (out / "solution.py").write_text(relu.replace("Model", "ModelNew"))
     good = suite.grade(KB_RELU_ID, out, sandbox)
     assert good.error is None and good.metrics["correct"] == 1.0, good
     (out / "solution.py").write_text(
-        KB_RELU.replace("Model", "ModelNew").replace("torch.relu(x)", "torch.relu(x) * 1.1")
+        relu.replace("Model", "ModelNew").replace("torch.relu(x)", "torch.relu(x) * 1.1")
     )
     bad = suite.grade(KB_RELU_ID, out, sandbox)
     assert bad.score == 0.0 and "wrong output" in (bad.error or ""), bad
