@@ -51,7 +51,9 @@ def test_both_members_make_children_in_a_study(tmp_path: Path) -> None:
             yaml.safe_dump(
                 {
                     "study": {"name": "mixed", "seeds": [str(seed)], "workers": 1},
-                    "budget": {"evaluations": 20, "expansions": 8, "wall_time_s": 300},
+                    # each expansion picks a member at random (by its job id): with evaluations to spare
+                    # for ten expansions, one member misses them all once in 512 runs
+                    "budget": {"evaluations": 60, "expansions": 10, "wall_time_s": 300},
                     "scheduler": {"name": "greedy"},
                     "proposer": {"name": "mix", "weights": {"llm": 0.5, "knobs": 0.5}},
                     "suite": {"name": "training", "subset": "smoke", "time_budget_s": 2},
