@@ -41,8 +41,8 @@ def pytest_configure(config: pytest.Config) -> None:
 # The files that take longest (test-seconds of a CI run on two cores), longest first. The suite runs with
 # ``--dist loadfile --no-loadscope-reorder`` (xdist otherwise orders files by how many tests they hold): a
 # worker takes the next file in collection order when it is free, so these start first and the short files
-# fill the end. In directory order the end-to-end files came last and one worker
-# ran them alone for minutes while the other idled.
+# fill the end. In directory order the end-to-end files came last and one worker ran them alone for minutes
+# while the other idled.
 LONGEST_FIRST = (
     "tests/suites/test_kernels.py",
     "tests/suites/test_tests_verdict.py",
